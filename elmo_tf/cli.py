@@ -1,5 +1,8 @@
 """The `elmo-tf` command line.
 
+    elmo-tf vocab --corpus GLOB --output vocab.txt  # frequency-sorted, bilm-tf's format
+    elmo-tf train --recipe tiny --corpus builtin --output DIR   # pre-train (resumes if killed)
+    elmo-tf evaluate --model DIR --corpus GLOB     # full-softmax perplexities
     elmo-tf init --preset small --output DIR       # a random model in the released layout
     elmo-tf dump sentences.txt vectors.hdf5 --model DIR [--layers all|top|average]
     elmo-tf embed --model DIR --output vectors.hdf5  # dump --layers all, from stdin
@@ -36,14 +39,16 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         return args.run(args)
-    except (ValueError, TypeError, OSError) as error:
+    except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
         parser.exit(2, f"{PROG}: error: {error}\n")
     except KeyboardInterrupt:
         parser.exit(130, f"{PROG}: interrupted; nothing was written.\n")
 
 
 def _parser():
-    from elmo_tf.export.embeddings_hdf5 import LAYERS  # here: this module must not import TF
+    from elmo_tf.export.embeddings_hdf5 import (
+        LAYERS,  # here: this module must not import TF
+    )
 
     parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -57,6 +62,58 @@ def _parser():
     init.add_argument("--output", required=True, metavar="DIR")
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
+
+    vocab = commands.add_parser(
+        "vocab", help="build a vocabulary file from a corpus",
+        description="Counts the tokens of the corpus (streaming, with a progress bar) and writes "
+                    "bilm-tf's vocab format: <S>, </S>, <UNK>, then the words by decreasing "
+                    "frequency (the sampled softmax's log-uniform sampler relies on the order).")
+    _corpus_arguments(vocab)
+    vocab.add_argument("--output", required=True, metavar="VOCAB", help="the file to write")
+    vocab.add_argument("--min-count", type=_positive_int, default=1,
+                       help="leave out words seen fewer times (default 1)")
+    vocab.add_argument("--max-size", type=_positive_int,
+                       help="at most this many entries, the 3 specials included")
+    vocab.set_defaults(run=_vocab)
+
+    train = commands.add_parser(
+        "train", help="pre-train an ELMo biLM (resumes a killed run in the same --output)",
+        description="Trains the recipe's biLM with model.fit and writes DIR/options.json, "
+                    "DIR/weights.hdf5 (released layout), DIR/vocab.txt, checkpoints and "
+                    "TensorBoard logs. Run the same command again after a crash to resume "
+                    "from the last checkpoint.")
+    train.add_argument("--recipe", required=True,
+                       help="elmo_original, elmo_medium, elmo_small, tiny, or a recipe .json")
+    _corpus_arguments(train, builtin=True)
+    train.add_argument("--output", required=True, metavar="DIR")
+    train.add_argument("--vocab", help="vocab file (default: built from the corpus)")
+    train.add_argument("--validation", metavar="GLOB",
+                       help="held-out corpus evaluated at every checkpoint (default for "
+                            "builtin: its held-out part)")
+    train.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"),
+                       default="default",
+                       help="mirrored: all local GPUs (or --cpu-replicas logical CPUs); "
+                            "multi-worker: the cluster in TF_CONFIG")
+    train.add_argument("--cpu-replicas", type=_positive_int, default=2,
+                       help="logical CPU devices for --strategy mirrored without GPUs (default 2)")
+    length = train.add_mutually_exclusive_group()
+    length.add_argument("--epochs", type=_positive_int, help="passes over the corpus")
+    length.add_argument("--steps", type=_positive_int, help="optimizer steps")
+    train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
+                       help="steps between checkpoints (default: an epoch, at most 1000)")
+    train.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
+                       help="Keras mixed precision (bfloat16 on CPU; float16 or bfloat16 on GPU)")
+    train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    train.set_defaults(run=_train)
+
+    evaluate = commands.add_parser(
+        "evaluate", help="full-softmax perplexities of a trained model on a corpus",
+        description="Prints forward, backward and average perplexity and writes them as JSON "
+                    "(--json) for a directory `elmo-tf train` wrote.")
+    evaluate.add_argument("--model", required=True, metavar="DIR")
+    _corpus_arguments(evaluate, builtin=True)
+    evaluate.add_argument("--json", metavar="FILE", help="also write the results here")
+    evaluate.set_defaults(run=_evaluate)
 
     dump = commands.add_parser(
         "dump", help="write the biLM vectors of every sentence of a file to hdf5",
@@ -109,6 +166,19 @@ def _model_arguments(command):
                             "training write)")
     group.add_argument("--options", help="options.json of the model (with --weights)")
     command.add_argument("--weights", help="weights.hdf5 in the released layout (with --options)")
+
+
+def _corpus_arguments(command, builtin=False):
+    command.add_argument(
+        "--corpus", required=True,
+        help="file glob (one sentence per line, e.g. the 1B Word Benchmark's shards), "
+             "tfds:NAME for a TFDS dataset prepared in --tfds-data-dir"
+             + (", or builtin: the generated corpus with a known best perplexity" if builtin
+                else ""))
+    command.add_argument("--tokenizer", choices=("whitespace", "wordpunct", "unicode_script"),
+                         default=None if builtin else "whitespace",
+                         help="how lines become tokens (default whitespace: pre-tokenized text)")
+    command.add_argument("--tfds-data-dir", help="where tfds:NAME is prepared (no downloads)")
 
 
 def _batch_size_argument(command):
@@ -174,6 +244,61 @@ def _export(args):
     path = export_saved_model(embedding, args.output, version=args.version)
     print(f"wrote a SavedModel to {path} (signatures: serving_default, tokens, default)")
     return 0
+
+
+def _vocab(args):
+    from elmo_tf.data.vocabulary import build_vocabulary
+
+    vocabulary = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size,
+                                  tokenizer=args.tokenizer, tfds_data_dir=args.tfds_data_dir)
+    vocabulary.save(args.output)
+    print(f"wrote {len(vocabulary):,} tokens (3 specials + words by frequency) to {args.output}")
+    return 0
+
+
+def _train(args):
+    from elmo_tf.recipes import training
+
+    strategy = training.make_strategy(args.strategy, args.cpu_replicas)  # before TF starts
+    results = training.train(
+        args.recipe, args.corpus, args.output, vocabulary=args.vocab, strategy=strategy,
+        epochs=args.epochs, steps=args.steps, seed=args.seed,
+        mixed_precision=args.mixed_precision, validation=args.validation,
+        checkpoint_every=args.checkpoint_every, tokenizer=args.tokenizer or "whitespace",
+        tfds_data_dir=args.tfds_data_dir)
+    print(f"trained {results['steps']} steps; wrote {args.output}/options.json, weights.hdf5, "
+          "vocab.txt")
+    if "validation" in results:
+        _print_perplexities("held-out", results["validation"], results.get("best_perplexity"))
+    return 0
+
+
+def _evaluate(args):
+    import json
+
+    from elmo_tf.recipes import training
+
+    results = training.evaluate(args.model, args.corpus, tokenizer=args.tokenizer,
+                                tfds_data_dir=args.tfds_data_dir)
+    _print_perplexities(args.corpus, results, results.get("best_perplexity"))
+    if args.json:
+        from elmo_tf.files import write_atomically
+
+        def write(tmp):
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(results, f, indent=2)
+
+        write_atomically(args.json, write)
+    print(json.dumps(results))
+    return 0
+
+
+def _print_perplexities(name, results, best=None):
+    line = (f"{name} perplexity: forward {results['forward_perplexity']:.2f}, backward "
+            f"{results['backward_perplexity']:.2f}, both {results['perplexity']:.2f}")
+    if best is not None:
+        line += f" (the generated language's best possible: {best:.2f})"
+    print(line)
 
 
 def _init(args):

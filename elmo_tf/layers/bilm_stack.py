@@ -4,8 +4,12 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.layers.masking import sequence_lengths
-from elmo_tf.layers.projected_lstm import (ProjectedLSTM, check_implementation,
-                                           run_projected_lstms, zero_state)
+from elmo_tf.layers.projected_lstm import (
+    ProjectedLSTM,
+    check_implementation,
+    run_projected_lstms,
+    zero_state,
+)
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -19,12 +23,17 @@ class BiLMStack(keras.layers.Layer):
     `[x; x]`, zeroed at padding (AllenNLP); layer k >= 1 is `[forward_k; backward_k]`, zero at
     padding. Each layer runs both directions in one exact recurrence loop.
 
+    Dropout (pre-training, bilm-tf's `DropoutWrapper(input_keep_prob=1 - dropout)`): in training,
+    the input of every LSTM layer is dropped out, and the residual connection adds the dropped-out
+    input, as bilm-tf's wrapper order does (`ResidualWrapper` inside `DropoutWrapper`).
+
     Statefulness: by default every call starts from zero state, so a sentence always gets the same
     vectors. With `stateful=True` the final `(h, c)` of every layer and direction is kept per batch
     row (in `max_batch_size` rows) and is the initial state of the next call, as bilm-tf and
     AllenNLP do: rows `0..batch-1` are read and overwritten, rows never seen start at zero, and
     `reset_states()` zeroes everything. The backward stack's kept state is the one after it read
-    `<S>`.
+    `<S>`. Under a `tf.distribute` strategy the kept state is per replica (an on-read variable):
+    each replica carries the rows of its own part of the batch.
 
     Args:
         n_layers: LSTM layers per direction.
@@ -35,10 +44,15 @@ class BiLMStack(keras.layers.Layer):
         implementation: `"exact"` or `"cudnn"` (see `ProjectedLSTM`).
         stateful: carry state between calls.
         max_batch_size: rows of kept state when stateful.
+        dropout: dropout rate on every LSTM layer's input in training (bilm-tf pre-trains with 0.1).
 
     Call arguments:
         token_embeddings: `[batch, time, P]` (sentence boundaries included).
         mask: bool `[batch, time]`, right-padded.
+        backward_token_embeddings: optional `[batch, time, P]` for the backward stack when it reads
+            other text than the forward one (bilm-tf's independent direction streams in
+            pre-training); same shape and mask. Layer 0 is then `[forward input; backward input]`.
+        training: Python bool, for dropout.
 
     Example:
     >>> stack = BiLMStack(n_layers=2, units=8, projection_dim=4)
@@ -48,7 +62,7 @@ class BiLMStack(keras.layers.Layer):
 
     def __init__(self, n_layers, units, projection_dim, cell_clip=None, proj_clip=None,
                  use_skip_connections=True, implementation="exact", stateful=False,
-                 max_batch_size=128, **kwargs):
+                 max_batch_size=128, dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         check_implementation(implementation, cell_clip, proj_clip)
         self.n_layers = int(n_layers)
@@ -60,6 +74,9 @@ class BiLMStack(keras.layers.Layer):
         self.implementation = implementation
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
+        self.dropout = float(dropout)
         self.supports_masking = True
         self.supports_jit = implementation != "cudnn"  # CudnnRNN ops do not compile with XLA
         self.stacks = [
@@ -75,13 +92,13 @@ class BiLMStack(keras.layers.Layer):
                 layer.build(tuple(input_shape[:-1]) + (self.projection_dim,))
         if self.stateful:
             rows = (2, self.n_layers, self.max_batch_size)
-            # float32 under any policy, like the kernel's state (autocast would make it bf16).
-            self.state_h = self.add_weight(name="state_h", shape=rows + (self.projection_dim,),
-                                           initializer="zeros", trainable=False, dtype="float32",
-                                           autocast=False)
-            self.state_c = self.add_weight(name="state_c", shape=rows + (self.units,),
-                                           initializer="zeros", trainable=False, dtype="float32",
-                                           autocast=False)
+            # float32 under any policy, like the kernel's state (autocast would make it bf16);
+            # on-read: one copy per replica under a distribution strategy.
+            self.state_h, self.state_c = (
+                keras.Variable(keras.initializers.Zeros()(rows + (size,)), trainable=False,
+                               dtype="float32", autocast=False, synchronization="on_read",
+                               aggregation="mean", name=name)
+                for name, size in (("state_h", self.projection_dim), ("state_c", self.units)))
 
     @property
     def forward_layers(self):
@@ -91,7 +108,7 @@ class BiLMStack(keras.layers.Layer):
     def backward_layers(self):
         return self.stacks[1]
 
-    def call(self, token_embeddings, mask=None):
+    def call(self, token_embeddings, mask=None, backward_token_embeddings=None, training=False):
         token_embeddings = tf.convert_to_tensor(token_embeddings)
         batch, time = tf.shape(token_embeddings)[0], tf.shape(token_embeddings)[1]
         if mask is None:
@@ -103,13 +120,18 @@ class BiLMStack(keras.layers.Layer):
             backward_tm = tf.reverse_sequence(backward_tm, lengths, seq_axis=0, batch_axis=1)
             return tf.transpose(tf.concat([forward_tm, backward_tm], axis=-1), [1, 0, 2])
 
+        if backward_token_embeddings is None:
+            backward_token_embeddings = token_embeddings
         forward_tm = tf.transpose(token_embeddings, [1, 0, 2])
-        backward_tm = tf.reverse_sequence(forward_tm, lengths, seq_axis=0, batch_axis=1)
+        backward_tm = tf.reverse_sequence(tf.transpose(backward_token_embeddings, [1, 0, 2]),
+                                          lengths, seq_axis=0, batch_axis=1)
         mask_f = tf.cast(mask, token_embeddings.dtype)[:, :, None]
-        layers = [tf.concat([token_embeddings, token_embeddings], axis=-1) * mask_f]
+        layers = [tf.concat([token_embeddings, backward_token_embeddings], axis=-1) * mask_f]
         final_states = []
         for k in range(self.n_layers):
             inputs = [forward_tm, backward_tm]
+            if training and self.dropout > 0:
+                inputs = [tf.nn.dropout(x, rate=self.dropout) for x in inputs]
             outputs, finals = run_projected_lstms(
                 [self.stacks[0][k], self.stacks[1][k]], inputs, lengths, [states[0][k], states[1][k]])
             if k > 0 and self.use_skip_connections:
@@ -163,5 +185,5 @@ class BiLMStack(keras.layers.Layer):
                       projection_dim=self.projection_dim, cell_clip=self.cell_clip,
                       proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
                       implementation=self.implementation, stateful=self.stateful,
-                      max_batch_size=self.max_batch_size)
+                      max_batch_size=self.max_batch_size, dropout=self.dropout)
         return config

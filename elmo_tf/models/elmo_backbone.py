@@ -43,6 +43,8 @@ class ElmoBackbone(keras.Model):
         stateful: carry LSTM state from call to call, per batch row.
         max_batch_size: rows of kept state when stateful (bilm-tf's default, 128).
         implementation: `"exact"` (default, any device) or `"cudnn"` (GPU, clip-free configs).
+        dropout: dropout on every LSTM layer's input in training (see `BiLMStack`); the
+            pre-training recipes use 0.1, as the paper does.
         dtype: Keras dtype policy, e.g. `"mixed_bfloat16"` for fast CPU inference.
 
     Example:
@@ -53,7 +55,7 @@ class ElmoBackbone(keras.Model):
     """
 
     def __init__(self, config, stateful=False, max_batch_size=128, implementation="exact",
-                 dtype=None, **kwargs):
+                 dropout=0.0, dtype=None, **kwargs):
         if isinstance(config, dict):
             config = ElmoConfig(**config)
         # === Layers ===
@@ -71,7 +73,8 @@ class ElmoBackbone(keras.Model):
         bilm = BiLMStack(config.n_layers, config.lstm_dim, config.projection_dim,
                          config.cell_clip, config.proj_clip, config.use_skip_connections,
                          implementation=implementation, stateful=stateful,
-                         max_batch_size=max_batch_size, dtype=dtype, name="bilm")
+                         max_batch_size=max_batch_size, dropout=dropout, dtype=dtype,
+                         name="bilm")
         remove_boundaries = RemoveSentenceBoundaries(  # float32 in, float32 out, any policy
             time_axis=2, dtype="float32", name="remove_sentence_boundaries")
 
@@ -114,6 +117,20 @@ class ElmoBackbone(keras.Model):
     @property
     def implementation(self):
         return self.bilm.implementation
+
+    @property
+    def dropout(self):
+        return self.bilm.dropout
+
+    def encode_tokens(self, char_ids):
+        """Char ids `[batch, time, chars]` (boundaries as they are) -> token embeddings
+        `[batch, time, P]` in the compute dtype: the char CNN, highways and projection."""
+        token_embeddings = self.char_cnn(char_ids)
+        for highway in self.highways:
+            token_embeddings = highway(token_embeddings)
+        if self.projection is not None:
+            token_embeddings = self.projection(token_embeddings)
+        return token_embeddings
 
     def __call__(self, char_ids, *args, **kwargs):
         char_ids = check_char_ids(char_ids, self.config.max_characters_per_token)
@@ -165,7 +182,8 @@ class ElmoBackbone(keras.Model):
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "stateful": self.stateful,
-                "max_batch_size": self.max_batch_size, "implementation": self.implementation}
+                "max_batch_size": self.max_batch_size, "implementation": self.implementation,
+                "dropout": self.dropout}
 
     @classmethod
     def from_config(cls, config):

@@ -1,1 +1,5 @@
-"""Training recipes (named, validated hyper-parameter presets). Filled by the pre-training work."""
+"""Pre-training recipes and the training entry point."""
+
+from elmo_tf.recipes.recipe import Recipe
+
+__all__ = ["Recipe"]

@@ -1,0 +1,322 @@
+"""Training corpora as `tf.data`: one 1-D `tf.string` tensor of tokens per sentence.
+
+Two kinds of source are read:
+
+* text files (a glob or a list of globs), one sentence per line, as in the 1B Word Benchmark
+  (`training-monolingual.tokenized.shuffled/news.en-*`, 99 shards of pre-tokenized text);
+* `"tfds:NAME"` (e.g. `"tfds:lm1b"`, `"tfds:glue/sst2"`), a TensorFlow Datasets dataset that is
+  already prepared in a local data dir. Nothing is ever downloaded (`../shared/spec/ecosystem.md`
+  Q5 shows how to prepare `lm1b`/`glue` offline from the archives with `manual_dir`, and how to
+  turn local text files into a TFDS dataset with `TfDataBuilder`).
+
+Tokenization happens here, in the `tf.data` pipeline, never in a model. Lines are processed in
+batches with vectorized string ops (`read_corpus_batches`; `read_corpus` unbatches them): a line
+that is not valid UTF-8 is dropped, a line with more than `max_tokens_per_line` tokens is cut into
+pieces of at most that many tokens, and lines without tokens are dropped. Both events are counted
+in an optional `CorpusStats`.
+
+`build_vocabulary` (`elmo_tf.data.vocabulary`) iterates the very same datasets, so vocabulary and
+training always see identical tokens.
+"""
+
+import logging
+import os
+import re
+import threading
+
+import tensorflow as tf
+
+logger = logging.getLogger("elmo_tf")
+
+TOKENIZERS = ("whitespace", "wordpunct", "unicode_script")
+
+# Exactly the characters Python's `str.split()` splits on (checked over all code points):
+# Unicode separators (Z*) plus the C0 controls \t\n\v\f\r\x1c-\x1f and NEL (\x85).
+_WHITESPACE = r"[\pZ\t\n\v\f\r\x1c-\x1f\x85]"
+# Runs of word characters, or runs of other non-space characters (NLTK's `wordpunct_tokenize`
+# with Unicode letters/digits/marks as word characters; RE2's `\w` would be ASCII only).
+_WORDPUNCT = r"[\pL\pN\pM_]+|[^\pL\pN\pM_\s]+"
+_LINES_PER_BATCH = 256
+_INSTALL_HINT = "pip install 'elmo-tf[data]'"
+
+
+class CorpusStats:
+    """Counters that a `read_corpus` pipeline increments while it runs.
+
+    The counters are `tf.Variable`s (int64, on the CPU) created here, outside any dataset; the
+    pipeline's map function captures them and calls `assign_add` once per batch of lines. This
+    works when the dataset is iterated eagerly, inside a `tf.function`, and through
+    `tf.distribute.MirroredStrategy().experimental_distribute_dataset` (the input pipeline runs
+    once, on the host; verified with 1 and 2 replicas). The counters are plain CPU variables even
+    when the object is made inside a strategy's `scope()` (never mirrored per replica).
+
+    The counts cover what the pipeline has *read*, which runs ahead of what was consumed by the
+    prefetch buffers; they are exact once an epoch is exhausted and keep growing over epochs
+    (`reset()` starts again).
+
+    Attributes:
+        lines_read: lines (or TFDS examples) read.
+        skipped_non_utf8: lines dropped because they are not valid UTF-8.
+        split_long_lines: lines cut into pieces because they had more than `max_tokens_per_line`
+            tokens (counted once per line, not per piece).
+
+    Example:
+    >>> stats = CorpusStats()
+    >>> sentences = list(read_corpus("news.en-*", stats=stats))
+    >>> stats.log()          # elmo_tf: 306,068 lines read, 0 skipped (not valid UTF-8), ...
+    """
+
+    _NAMES = ("lines_read", "skipped_non_utf8", "split_long_lines")
+
+    def __init__(self):
+        def create():
+            with tf.device("/CPU:0"):
+                for name in self._NAMES:
+                    setattr(self, name, tf.Variable(0, dtype=tf.int64, trainable=False, name=name))
+
+        if tf.distribute.has_strategy():  # a strategy's scope is per thread: create them outside
+            thread = threading.Thread(target=create)
+            thread.start()
+            thread.join()
+        else:
+            with tf.init_scope():
+                create()
+        if not all(hasattr(self, name) for name in self._NAMES):
+            raise RuntimeError("could not create the CorpusStats counters")
+
+    def reset(self):
+        """Sets all counters to 0."""
+        for name in self._NAMES:
+            getattr(self, name).assign(0)
+
+    def as_dict(self):
+        """The counters as Python ints, e.g. `{"lines_read": 10, "skipped_non_utf8": 1, ...}`."""
+        return {name: int(getattr(self, name).numpy()) for name in self._NAMES}
+
+    def summary(self):
+        """One line for humans, e.g. `10 lines read, 1 skipped (not valid UTF-8), 0 split (...)`."""
+        c = self.as_dict()
+        return (f"{c['lines_read']:,} lines read, {c['skipped_non_utf8']:,} skipped (not valid "
+                f"UTF-8), {c['split_long_lines']:,} split (more than max_tokens_per_line tokens)")
+
+    def log(self, level=logging.INFO):
+        """Logs `summary()` to the `elmo_tf` logger (as a warning when lines were skipped)."""
+        if self.as_dict()["skipped_non_utf8"]:
+            level = max(level, logging.WARNING)
+        logger.log(level, "corpus: %s", self.summary())
+
+    def _update(self, lines_read, skipped_non_utf8, split_long_lines):
+        for name, value in zip(self._NAMES, (lines_read, skipped_non_utf8, split_long_lines)):
+            getattr(self, name).assign_add(tf.cast(value, tf.int64))
+
+    def __repr__(self):
+        return f"CorpusStats({self.as_dict()})"
+
+
+def get_tokenizer(tokenizer):
+    """Returns `fn(lines) -> tokens`: 1-D `tf.string` lines → `tf.RaggedTensor` `[lines, None]`.
+
+    Args:
+        tokenizer: one of
+            * `"whitespace"`: split on whitespace only, exactly like Python's `str.split()`
+              (Unicode spaces such as U+00A0 included). For pre-tokenized text such as the 1B
+              Word Benchmark. Core TensorFlow ops only.
+            * `"wordpunct"`: also splits runs of punctuation/symbols from runs of letters, digits
+              and marks (`"can't stop."` → `can ' t stop .`). Core TensorFlow ops only.
+            * `"unicode_script"`: `tensorflow_text.UnicodeScriptTokenizer`, splits on whitespace,
+              punctuation and changes of script (`"Hello, wörld!"` → `Hello , wörld !`). Needs
+              tensorflow-text (`pip install 'elmo-tf[data]'`).
+            * a callable with the same contract (its ops must work in `tf.data`).
+
+    Example:
+    >>> get_tokenizer("wordpunct")(tf.constant(["Hi, you."])).to_list()
+    [[b'Hi', b',', b'you', b'.']]
+    """
+    if callable(tokenizer):
+        return tokenizer
+    if tokenizer == "whitespace":
+        return lambda lines: tf.strings.split(tf.strings.regex_replace(lines, _WHITESPACE, " "))
+    if tokenizer == "wordpunct":
+        return lambda lines: tf.strings.split(tf.strings.regex_replace(
+            tf.strings.regex_replace(lines, _WHITESPACE, " "), _WORDPUNCT, r" \0 "))
+    if tokenizer == "unicode_script":
+        try:
+            import tensorflow_text
+        except ImportError as e:
+            raise ImportError(f"tokenizer='unicode_script' needs tensorflow-text: {_INSTALL_HINT}"
+                              ) from e
+        return tensorflow_text.UnicodeScriptTokenizer().tokenize
+    raise ValueError(f"unknown tokenizer {tokenizer!r}; accepted: "
+                     f"{', '.join(map(repr, TOKENIZERS))} or a callable lines -> ragged tokens")
+
+
+def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds_data_dir=None,
+                tfds_split="train", text_feature="text", shuffle_files=False, seed=None,
+                stats=None):
+    """Reads a corpus as a `tf.data.Dataset` of 1-D `tf.string` tensors, one per sentence.
+
+    Elements hold the sentence's tokens without `<S>`/`</S>`; empty lines are dropped. The order
+    is the file order (globs sorted, then in the given order) unless `shuffle_files`.
+
+    Args:
+        source: a file glob, or a list of globs, of UTF-8 text files with one sentence per line;
+            or `"tfds:NAME"` (`"tfds:lm1b"`, `"tfds:glue/sst2"`, `"tfds:NAME/CONFIG:VERSION"`)
+            for a TFDS dataset already prepared in `tfds_data_dir`.
+        tokenizer: `"whitespace"` (default), `"wordpunct"`, `"unicode_script"` or a callable; see
+            `get_tokenizer`.
+        max_tokens_per_line: longer lines are cut into pieces of at most this many tokens.
+        tfds_data_dir: TFDS data dir (default: TFDS's own, `~/tensorflow_datasets` or
+            `$TFDS_DATA_DIR`).
+        tfds_split: TFDS split, slicing allowed (`"train[:10%]"`).
+        text_feature: the text feature of the TFDS examples (`"text"` for lm1b, `"sentence"` for
+            glue/sst2).
+        shuffle_files: shuffle the order of the files (TFDS: its shards) in every epoch.
+        seed: seed for `shuffle_files`.
+        stats: a `CorpusStats` to count skipped and split lines in.
+
+    Returns:
+        `tf.data.Dataset` with element spec `TensorSpec([None], tf.string)`.
+
+    Raises:
+        FileNotFoundError: a glob matches no file, or the TFDS dataset is not prepared.
+        ValueError: all files are empty, bad `tokenizer` / `max_tokens_per_line`, unknown
+            `text_feature`.
+        ImportError: tensorflow-text / tensorflow-datasets missing where needed.
+
+    Example:
+    >>> ds = read_corpus("1-billion-word/training-monolingual.tokenized.shuffled/news.en-*")
+    >>> next(iter(ds))
+    <tf.Tensor: shape=(5,), dtype=string, numpy=array([b'The', b'cat', b'sat', b'.', b'"'], ...)>
+    >>> ds = read_corpus("tfds:lm1b", tfds_data_dir="/data/tfds", tfds_split="test")
+    """
+    batches = read_corpus_batches(
+        source, lines_per_batch=_LINES_PER_BATCH, tokenizer=tokenizer,
+        max_tokens_per_line=max_tokens_per_line, tfds_data_dir=tfds_data_dir,
+        tfds_split=tfds_split, text_feature=text_feature, shuffle_files=shuffle_files, seed=seed,
+        stats=stats)
+    # Unbatching dense rows and cutting each to its length is about twice as fast as unbatching
+    # the ragged batch, and gives a `TensorSpec` (which `padded_batch` needs).
+    return (batches.map(lambda sentences: (sentences.to_tensor(), sentences.row_lengths()))
+            .unbatch()
+            .map(lambda tokens, length: tokens[:length]))
+
+
+def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
+                        max_tokens_per_line=400, tfds_data_dir=None, tfds_split="train",
+                        text_feature="text", shuffle_files=False, seed=None, stats=None):
+    """`read_corpus`, batch-wise: one `tf.RaggedTensor` `[sentences, None]` per batch of lines.
+
+    This is the one place where corpora are tokenized; `read_corpus` unbatches it and
+    `build_vocabulary` counts it. Per-batch processing avoids tf.data's per-element overhead,
+    so bulk consumers (counting, conversion to ids) should prefer it.
+
+    Args:
+        source: see `read_corpus`.
+        lines_per_batch: lines (TFDS: examples) read per batch. A batch holds fewer sentences
+            when lines are skipped or empty, more when long lines are split.
+        tokenizer, max_tokens_per_line, tfds_data_dir, tfds_split, text_feature, shuffle_files,
+            seed, stats: see `read_corpus`.
+
+    Returns:
+        `tf.data.Dataset` of string `tf.RaggedTensor`s `[sentences, None]` (ragged rank 1).
+
+    Example:
+    >>> for batch in read_corpus_batches("news.en-*", lines_per_batch=4096):
+    ...     ids = vocabulary.lookup(batch)
+    """
+    tokenize = get_tokenizer(tokenizer)
+    for name, value in [("max_tokens_per_line", max_tokens_per_line),
+                        ("lines_per_batch", lines_per_batch)]:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if isinstance(source, str) and source.startswith("tfds:"):
+        lines = _tfds_lines(source[len("tfds:"):], tfds_data_dir, tfds_split, text_feature,
+                            shuffle_files, seed)
+    else:
+        files = _find_files(source)
+        names = tf.data.Dataset.from_tensor_slices(files)
+        if shuffle_files:
+            names = names.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+        lines = tf.data.TextLineDataset(names)
+    max_tokens = max_tokens_per_line
+
+    def process(batch):
+        valid = tf.equal(tf.strings.unicode_transcode(batch, "UTF-8", "UTF-8", errors="replace"),
+                         batch)  # exact: only invalid bytes are replaced (U+FFFD itself is kept)
+        tokens = tokenize(tf.boolean_mask(batch, valid)).with_row_splits_dtype(tf.int64)
+        lengths = tokens.row_lengths()
+        values = tokens.flat_values
+        # A piece starts at every max_tokens-th token of a line; empty lines get no piece.
+        position = tf.range(tf.size(values, out_type=tf.int64)) - tf.repeat(tokens.row_starts(),
+                                                                             lengths)
+        starts = tf.where(tf.equal(position % max_tokens, 0))[:, 0]
+        if stats is not None:
+            stats._update(tf.size(batch), tf.math.count_nonzero(~valid),
+                          tf.math.count_nonzero(lengths > max_tokens))
+        return tf.RaggedTensor.from_row_starts(values, starts)
+
+    return (lines.batch(lines_per_batch)
+            .map(process, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
+
+
+def _find_files(source):
+    single = isinstance(source, (str, bytes, os.PathLike))
+    patterns = [os.fsdecode(p) for p in ([source] if single else source)]
+    if not patterns:
+        raise FileNotFoundError("no corpus files given (an empty list of globs)")
+    files = {}  # an ordered set
+    for pattern in patterns:
+        matches = [f for f in sorted(tf.io.gfile.glob(pattern)) if not tf.io.gfile.isdir(f)]
+        if not matches:
+            raise FileNotFoundError(f"no corpus file matches {pattern!r}")
+        files.update(dict.fromkeys(matches))
+    files = list(files)
+    if not any(_has_text(f) for f in files):
+        raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
+                         f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
+    logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
+    return files
+
+
+def _has_text(path, chunk_size=1 << 16):
+    """Whether the file has a non-whitespace byte; reads only up to the first one."""
+    if tf.io.gfile.stat(path).length == 0:
+        return False
+    with tf.io.gfile.GFile(path, "rb") as f:
+        while chunk := f.read(chunk_size):
+            if chunk.strip():
+                return True
+    return False
+
+
+def _tfds_lines(name, data_dir, split, text_feature, shuffle_files, seed):
+    if not re.fullmatch(r"\w+(/[\w.-]+)?(:[\d.*]+)?", name, re.ASCII):
+        raise ValueError(f"tfds:{name}: expected 'tfds:NAME', 'tfds:NAME/CONFIG' or "
+                         "'tfds:NAME/CONFIG:VERSION' (namespaced/community datasets are not read, "
+                         "they would be fetched over the network)")
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as e:
+        raise ImportError(f"reading 'tfds:{name}' needs tensorflow-datasets: {_INSTALL_HINT}"
+                          ) from e
+    where = data_dir or "TFDS's default data dir"
+    how = (f"Prepare it there first, offline: tfds.builder({name!r}, data_dir=...)"
+           ".download_and_prepare(download_config=tfds.download.DownloadConfig(manual_dir=M)) with "
+           "the original archives in M (for lm1b: 1-billion-word-language-modeling-benchmark-"
+           "r13output.tar.gz), or local text files via tfds.dataset_builders.TfDataBuilder, or "
+           "copy a prepared NAME/CONFIG/VERSION directory there. Nothing is downloaded here.")
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.DatasetNotFoundError as e:
+        raise FileNotFoundError(f"TFDS dataset {name!r} is not prepared in {where} (and no builder "
+                                f"of that name is registered). {how}") from e
+    if not builder.is_prepared():
+        raise FileNotFoundError(f"TFDS dataset {name!r} is not prepared in {where} (looked for "
+                                f"{builder.data_dir}). {how}")
+    features = builder.info.features
+    if text_feature not in features or features[text_feature].dtype != tf.string:
+        raise ValueError(f"TFDS dataset {name!r} has no text feature {text_feature!r}; its "
+                         f"features: {', '.join(features)} (pass text_feature=...)")
+    examples = builder.as_dataset(split=split, shuffle_files=shuffle_files,
+                                  read_config=tfds.ReadConfig(shuffle_seed=seed))
+    return examples.map(lambda example: example[text_feature])

@@ -1,0 +1,184 @@
+"""`ElmoLanguageModel`: the biLM pre-training task (forward and backward next-token losses)."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from elmo_tf.layers.chunking import map_in_chunks
+from elmo_tf.layers.masking import char_ids_mask
+from elmo_tf.metrics.perplexity import Perplexity
+
+INPUT_KEYS = ("char_ids", "backward_char_ids")
+TARGET_KEYS = ("forward_targets", "backward_targets")
+# The full softmax's logits are computed this many entries at a time at most (256 MB in float32).
+_MAX_LOGITS_PER_CHUNK = 1 << 26
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class ElmoLanguageModel(keras.Model):
+    """Pre-trains an `ElmoBackbone` as ELMo's bidirectional language model.
+
+    `../shared/spec/literature.md` §2.4-2.5: the forward stack predicts the next token and the
+    backward stack the previous one; one softmax (`softmax_kernel` `[V, P]`, `softmax_bias`)
+    serves both directions; the loss is `0.5 * (forward mean NLL + backward mean NLL)`. In
+    training the softmax is sampled: `num_negatives` candidates per batch, drawn once for both
+    directions from TF's log-uniform sampler (so the vocabulary must be sorted by decreasing
+    frequency, as `elmo_tf.data.build_vocabulary` writes it), with accidental hits removed, as
+    bilm-tf's `tf.nn.sampled_softmax_loss` does. Evaluation always uses the full softmax. A
+    vocabulary of at most `num_negatives` words trains with the full softmax too (sampling
+    it all would be the full softmax with noise). Dropout is the backbone's `dropout`: on every
+    LSTM layer's input and, here, on the top layer before the softmax (bilm-tf's use of its one
+    `dropout` option).
+
+    Inputs (a dict; sentence boundaries are part of the data, not added here):
+        "char_ids": int32 `[batch, time, chars]`, right-padded with all-zero rows.
+        "backward_char_ids": optional, the same shape: what the backward stack reads when the
+            directions read different text (stream batches, see `elmo_tf.data`). Without it both
+            stacks read "char_ids".
+    Targets (a dict): "forward_targets" and "backward_targets", int32 `[batch, time]` vocabulary
+    ids of the token each position must predict, -1 where there is none (padding, the last
+    token forward, the first backward).
+
+    The model's output is the top biLM layer `[batch, time, 2P]` (float32); `compute_loss`
+    turns it into the loss and updates the metrics `forward_perplexity`,
+    `backward_perplexity` and `perplexity` (of both directions' tokens together: the geometric
+    mean of the two). In training they are the sampled softmax's estimate, biased low; `evaluate`
+    reports the full softmax's.
+
+    A stateful backbone (stream batches) carries its LSTM state from batch to batch; `evaluate`
+    starts and leaves it at zero.
+
+    Args:
+        backbone: the `ElmoBackbone` to train.
+        vocabulary_size: V, the softmax size.
+        num_negatives: sampled-softmax candidates per batch (bilm-tf: 8192).
+
+    Example:
+    >>> backbone = ElmoBackbone(ElmoConfig.from_preset("small"), dropout=0.1)
+    >>> lm = ElmoLanguageModel(backbone, vocabulary_size=50_000)
+    >>> lm.compile(optimizer=keras.optimizers.Adagrad(0.2, initial_accumulator_value=1.0,
+    ...                                               global_clipnorm=10.0))
+    >>> lm.fit(elmo_tf.data.language_model_dataset(sentences, vocabulary, batch_size=64),
+    ...        epochs=1)
+    """
+
+    def __init__(self, backbone, vocabulary_size, num_negatives=8192, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(vocabulary_size, bool) or int(vocabulary_size) != vocabulary_size \
+                or vocabulary_size < 4:
+            raise ValueError(f"vocabulary_size must be an integer >= 4 (the specials and a "
+                             f"word); got {vocabulary_size!r}.")
+        if isinstance(num_negatives, bool) or int(num_negatives) != num_negatives \
+                or num_negatives < 1:
+            raise ValueError(f"num_negatives must be a positive integer; got {num_negatives!r}.")
+        # === Layers ===
+        self.backbone = backbone
+        projection_dim = backbone.config.projection_dim
+        self.softmax_kernel = self.add_weight(
+            name="softmax_kernel", shape=(int(vocabulary_size), projection_dim), dtype="float32",
+            initializer=keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(projection_dim)))
+        self.softmax_bias = self.add_weight(name="softmax_bias", shape=(int(vocabulary_size),),
+                                            dtype="float32", initializer="zeros")
+        self.forward_perplexity = Perplexity(name="forward_perplexity")
+        self.backward_perplexity = Perplexity(name="backward_perplexity")
+        self.perplexity = Perplexity(name="perplexity")
+
+        # === Config ===
+        self.vocabulary_size = int(vocabulary_size)
+        self.num_negatives = int(num_negatives)
+
+    @property
+    def samples_softmax(self):
+        """Whether training uses the sampled softmax (V > num_negatives)."""
+        return self.vocabulary_size > self.num_negatives
+
+    def call(self, inputs, training=False):
+        if not isinstance(inputs, dict) or "char_ids" not in inputs \
+                or set(inputs) - set(INPUT_KEYS):
+            got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+            raise ValueError(f"ElmoLanguageModel takes a dict with 'char_ids' and optionally "
+                             f"'backward_char_ids'; got {got}.")
+        char_ids = inputs["char_ids"]
+        backward_char_ids = inputs.get("backward_char_ids")
+        mask = char_ids_mask(char_ids)
+        if backward_char_ids is None:
+            embeddings, backward_embeddings = self.backbone.encode_tokens(char_ids), None
+        else:  # one pass of the shared token encoder over both directions' text
+            batch = tf.shape(char_ids)[0]
+            both = self.backbone.encode_tokens(tf.concat([char_ids, backward_char_ids], 0))
+            embeddings, backward_embeddings = both[:batch], both[batch:]
+        layers = self.backbone.bilm(embeddings, mask=mask,
+                                    backward_token_embeddings=backward_embeddings,
+                                    training=training)
+        top = tf.cast(layers[:, -1], "float32")
+        if training and self.backbone.dropout > 0:
+            top = tf.nn.dropout(top, rate=self.backbone.dropout)
+        return top
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if not isinstance(y, dict) or set(y) != set(TARGET_KEYS):
+            got = sorted(y) if isinstance(y, dict) else type(y).__name__
+            raise ValueError(f"ElmoLanguageModel's targets are a dict with {list(TARGET_KEYS)};"
+                             f" got {got}.")
+        projection_dim = self.backbone.config.projection_dim
+        outputs = tf.concat([tf.reshape(y_pred[..., :projection_dim], [-1, projection_dim]),
+                             tf.reshape(y_pred[..., projection_dim:], [-1, projection_dim])], 0)
+        targets = tf.concat([tf.reshape(y[k], [-1]) for k in TARGET_KEYS], 0)
+        direction = tf.repeat([0, 1], tf.size(targets) // 2)
+        valid = targets >= 0
+        outputs, targets, direction = (tf.boolean_mask(t, valid)
+                                       for t in (outputs, targets, direction))
+        if training and self.samples_softmax:
+            nll = tf.nn.sampled_softmax_loss(
+                self.softmax_kernel, self.softmax_bias, tf.cast(targets[:, None], tf.int64),
+                outputs, num_sampled=self.num_negatives, num_classes=self.vocabulary_size)
+        else:
+            nll = self.full_softmax_nll(outputs, targets)
+        sums = tf.math.unsorted_segment_sum(nll, direction, 2)
+        counts = tf.math.unsorted_segment_sum(tf.ones_like(nll), direction, 2)
+        self.forward_perplexity.update_state(sums[0], counts[0])
+        self.backward_perplexity.update_state(sums[1], counts[1])
+        # Both directions have a target for the same number of tokens in every batch.
+        self.perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
+        means = tf.math.divide_no_nan(sums, counts)
+        return 0.5 * (means[0] + means[1])
+
+    def full_softmax_nll(self, outputs, targets):
+        """Token NLLs under the full softmax; `outputs` `[n, P]`, `targets` int `[n]`.
+
+        Logits are computed a bounded number of rows at a time, so a released-size vocabulary
+        (793k words) does not need `n x V` floats at once.
+        """
+        def nll(rows):
+            h, t = rows[:, :-1], tf.cast(rows[:, -1], tf.int32)
+            logits = tf.matmul(h, self.softmax_kernel, transpose_b=True) + self.softmax_bias
+            return tf.nn.sparse_softmax_cross_entropy_with_logits(t, logits)
+
+        rows = tf.concat([outputs, tf.cast(targets, tf.float32)[:, None]], 1)  # ids < 2**24
+        max_rows = max(1, _MAX_LOGITS_PER_CHUNK // self.vocabulary_size)
+        return map_in_chunks(nll, rows, max_rows, tf.TensorSpec([None], tf.float32))
+
+    def reset_states(self):
+        """Zeroes a stateful backbone's carried LSTM state."""
+        self.backbone.reset_states()
+
+    def evaluate(self, *args, **kwargs):
+        """`keras.Model.evaluate` from zero LSTM state, which is left at zero afterwards."""
+        self.reset_states()
+        try:
+            return super().evaluate(*args, **kwargs)
+        finally:
+            self.reset_states()
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "vocabulary_size": self.vocabulary_size, "num_negatives": self.num_negatives}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
+        return cls(**config)
+

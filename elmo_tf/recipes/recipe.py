@@ -1,0 +1,169 @@
+"""`Recipe`: everything that defines a pre-training run, by name or from a JSON file."""
+
+import dataclasses
+import json
+import math
+
+from elmo_tf.data.language_model_dataset import MODES
+from elmo_tf.models.elmo_config import ElmoConfig
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """A biLM pre-training recipe: the model's shape and the training hyper-parameters.
+
+    The named recipes (`Recipe.names()`): `elmo_original` is the paper's run
+    (`../shared/spec/literature.md` §2.7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2
+    highways, clips 3, stream batches of 20-token windows, 8192 sampled negatives, dropout 0.1,
+    Adagrad 0.2 with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128
+    rows on each of 3 GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train
+    the released small/medium shapes the same way. `tiny` is a model of a few hundred thousand
+    parameters for tests and the demo.
+
+    Args:
+        name: a label for logs.
+        model: the `ElmoConfig` to train.
+        mode: `"stream"` (bilm-tf's) or `"sentence"` batches (see `elmo_tf.data`).
+        batch_size: global batch: rows over all replicas.
+        window: tokens per row in stream mode.
+        num_negatives: sampled-softmax candidates per batch.
+        dropout: on every LSTM input and the top layer, in training.
+        learning_rate, initial_accumulator_value: Adagrad's.
+        clip_norm: global-norm gradient clip.
+        epochs: passes over the corpus (an epoch is corpus tokens / (batch_size x window) steps
+            in stream mode, sentences / batch_size in sentence mode, as bilm-tf counts).
+        min_count, max_vocabulary_size: for the vocabulary built from the corpus.
+        shuffle_buffer: sentences in the shuffle buffer.
+
+    Example:
+    >>> recipe = Recipe.from_name("tiny")
+    >>> recipe.model.lstm_dim, recipe.mode
+    (64, 'stream')
+    >>> Recipe.from_file("my_recipe.json")   # {"base": "elmo_small", "batch_size": 64}
+    """
+
+    name: str
+    model: ElmoConfig
+    mode: str = "stream"
+    batch_size: int = 128
+    window: int = 20
+    num_negatives: int = 8192
+    dropout: float = 0.1
+    learning_rate: float = 0.2
+    initial_accumulator_value: float = 1.0
+    clip_norm: float = 10.0
+    epochs: int = 10
+    min_count: int = 1
+    max_vocabulary_size: int | None = None
+    shuffle_buffer: int = 10_000
+
+    def __post_init__(self):
+        problems = []
+        if not isinstance(self.model, ElmoConfig):
+            problems.append(f"model must be an ElmoConfig; got {type(self.model).__name__}")
+        if self.mode not in MODES:
+            problems.append(f"mode must be one of {list(MODES)}; got {self.mode!r}")
+        for name in ("batch_size", "window", "num_negatives", "epochs", "min_count",
+                     "shuffle_buffer"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                problems.append(f"{name} must be a positive integer; got {value!r}")
+        if self.max_vocabulary_size is not None and (
+                not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
+            problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "
+                            f"specials and a word); got {self.max_vocabulary_size!r}")
+        if not (isinstance(self.dropout, (int, float)) and 0 <= self.dropout < 1):
+            problems.append(f"dropout must be in [0, 1); got {self.dropout!r}")
+        for name in ("learning_rate", "clip_norm"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                problems.append(f"{name} must be a positive number; got {value!r}")
+        if not (isinstance(self.initial_accumulator_value, (int, float))
+                and self.initial_accumulator_value >= 0):
+            problems.append(f"initial_accumulator_value must be >= 0; got "
+                            f"{self.initial_accumulator_value!r}")
+        if problems:
+            raise ValueError(f"recipe {self.name!r}: " + "; ".join(problems) + ".")
+
+    @classmethod
+    def names(cls):
+        """The named recipes."""
+        return tuple(_RECIPES)
+
+    @classmethod
+    def from_name(cls, name):
+        """The named recipe `name` (see `names()`)."""
+        if name not in _RECIPES:
+            raise ValueError(f"unknown recipe {name!r}; available: {list(_RECIPES)}, or a path "
+                             "to a recipe JSON file.")
+        return _RECIPES[name]
+
+    @classmethod
+    def from_file(cls, path):
+        """Reads a recipe JSON file: `{"base": NAME, ...overrides}` or every field.
+
+        `"model"` is a released preset name (`small`, `medium`, `original`) or an options.json
+        object (`{"lstm": {...}, "char_cnn": {...}}`). Unknown keys are errors.
+        """
+        with open(path, encoding="utf-8") as f:
+            try:
+                spec = json.load(f)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}: not valid JSON ({error}).") from None
+        return cls.from_dict(spec, source=str(path))
+
+    @classmethod
+    def from_dict(cls, spec, source="recipe"):
+        """Builds a recipe from a dict (see `from_file`)."""
+        if not isinstance(spec, dict):
+            raise ValueError(f"{source}: a recipe is a JSON object; got {type(spec).__name__}.")
+        fields = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(spec) - set(fields) - {"base"})
+        if unknown:
+            raise ValueError(f"{source}: unknown recipe keys {unknown}; accepted: "
+                             f"{['base'] + fields}.")
+        spec = dict(spec)
+        base = spec.pop("base", None)
+        if isinstance(spec.get("model"), str):
+            spec["model"] = ElmoConfig.from_preset(spec["model"])
+        elif isinstance(spec.get("model"), dict):
+            spec["model"] = ElmoConfig.from_options(spec["model"], source=f"{source}: model")
+        if base is not None:
+            spec.setdefault("name", f"{base} ({source})")
+            return dataclasses.replace(cls.from_name(base), **spec)
+        if "model" not in spec:
+            raise ValueError(f"{source}: missing 'model' (or give \"base\": a recipe name from "
+                             f"{list(_RECIPES)}).")
+        spec.setdefault("name", source)
+        return cls(**spec)
+
+    @classmethod
+    def resolve(cls, name_or_path):
+        """A recipe name, or a path to a recipe JSON file."""
+        if name_or_path in _RECIPES:
+            return cls.from_name(name_or_path)
+        if name_or_path.endswith(".json"):
+            return cls.from_file(name_or_path)
+        return cls.from_name(name_or_path)  # the error names the recipes
+
+    def training_options(self, vocabulary_size, n_train_tokens):
+        """bilm-tf's training keys of options.json for this recipe."""
+        return {"batch_size": self.batch_size, "bidirectional": True, "dropout": self.dropout,
+                "n_epochs": self.epochs, "n_negative_samples_batch": self.num_negatives,
+                "n_tokens_vocab": vocabulary_size, "n_train_tokens": n_train_tokens,
+                "unroll_steps": self.window, "all_clip_norm_val": self.clip_norm,
+                "sample_softmax": vocabulary_size > self.num_negatives}
+
+
+def _tiny_config():
+    return ElmoConfig(lstm_dim=64, projection_dim=16, n_layers=2, char_embedding_dim=8,
+                      filters=((1, 16), (2, 16), (3, 32), (4, 64)), cell_clip=3.0,
+                      proj_clip=3.0, use_skip_connections=True, n_highway=1)
+
+
+_RECIPES = {
+    "elmo_original": Recipe("elmo_original", ElmoConfig.from_preset("original"), batch_size=384),
+    "elmo_medium": Recipe("elmo_medium", ElmoConfig.from_preset("medium"), batch_size=384),
+    "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("small"), batch_size=384),
+    "tiny": Recipe("tiny", _tiny_config(), batch_size=32, epochs=3),
+}

@@ -1,0 +1,245 @@
+"""read_corpus: globs, bad input, tokenizers, counters (also in MirroredStrategy), offline TFDS."""
+
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import tensorflow as tf
+
+from elmo_tf.data.corpus import CorpusStats, read_corpus, read_corpus_batches
+
+SHARDS = [
+    "The cat sat on the mat .\n\nA dog , a cat .\n",
+    "  \n\"Quoted\" words ( and brackets ) here\n",
+    "wörld 東京 🙂\tand\u00a0nbsp\n",  # tab and U+00A0 separate tokens, like str.split()
+]
+
+
+def write_shards(directory, contents=SHARDS, name="news.en-{:05d}-of-00100"):
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, text in enumerate(contents):
+        paths.append(directory / name.format(i))
+        paths[-1].write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return paths
+
+
+def sentences(dataset):
+    return [[t.decode("utf-8") for t in s.numpy().tolist()] for s in dataset]
+
+
+def expected(paths):
+    """The independent expectation: Python's str.split() per line, empty lines dropped."""
+    lines = [line for p in paths for line in p.read_text("utf-8").split("\n")]
+    return [line.split() for line in lines if line.split()]
+
+
+def test_a_glob_over_several_shards_reads_them_in_order(tmp_path):
+    paths = write_shards(tmp_path / "corpus")
+    ds = read_corpus(str(tmp_path / "corpus" / "news.en-*"))
+    assert ds.element_spec == tf.TensorSpec([None], tf.string)
+    assert sentences(ds) == expected(paths)
+    assert sentences(ds)[-1] == ["wörld", "東京", "🙂", "and", "nbsp"]
+
+
+def test_a_list_of_globs_is_read_in_the_given_order_without_duplicates(tmp_path):
+    paths = write_shards(tmp_path)
+    ds = read_corpus([str(paths[2]), str(tmp_path / "news.en-*")])
+    assert sentences(ds) == expected([paths[2], paths[0], paths[1]])
+
+
+def test_shuffled_files_give_the_same_sentences(tmp_path):
+    paths = write_shards(tmp_path)
+    got = sentences(read_corpus(str(tmp_path / "*"), shuffle_files=True, seed=3))
+    assert sorted(got) == sorted(expected(paths))
+
+
+def test_a_glob_matching_no_file_names_the_pattern(tmp_path):
+    write_shards(tmp_path)
+    missing = str(tmp_path / "heldout-*")
+    with pytest.raises(FileNotFoundError, match="heldout-"):
+        read_corpus(missing)
+    with pytest.raises(FileNotFoundError, match="heldout-"):
+        read_corpus([str(tmp_path / "news.en-*"), missing])
+
+
+def test_files_without_any_token_are_rejected_before_reading(tmp_path):
+    write_shards(tmp_path, ["", "\n \n\t\n"])
+    with pytest.raises(ValueError, match="corpus is empty"):
+        read_corpus(str(tmp_path / "*"))
+
+
+def test_non_utf8_lines_are_skipped_and_counted_valid_multibyte_lines_kept(tmp_path):
+    write_shards(tmp_path, [b"\xff\xfe bad\nw\xc3\xb6rld \xe6\x9d\xb1\xe4\xba\xac\n",
+                            b"cut \xe6\x9d\n\xed\xa0\x80 surrogate\n",
+                            b"U+FFFD \xef\xbf\xbd is valid\nlast \xc3\xb6\n"])
+    stats = CorpusStats()
+    got = sentences(read_corpus(str(tmp_path / "*"), stats=stats))
+    assert got == [["wörld", "東京"], ["U+FFFD", "\ufffd", "is", "valid"], ["last", "ö"]]
+    assert stats.as_dict() == {"lines_read": 6, "skipped_non_utf8": 3, "split_long_lines": 0}
+    assert "3 skipped (not valid UTF-8)" in stats.summary()
+
+
+def test_a_10000_token_line_is_split_into_pieces_and_counted(tmp_path):
+    words = [f"w{i}" for i in range(10_000)]
+    write_shards(tmp_path, ["short line\n" + " ".join(words) + "\n" + " ".join(words[:401]) + "\n"])
+    stats = CorpusStats()
+    got = sentences(read_corpus(str(tmp_path / "*"), max_tokens_per_line=400, stats=stats))
+    assert got[0] == ["short", "line"]
+    assert [len(s) for s in got[1:]] == [400] * 25 + [400, 1]
+    assert [t for s in got[1:26] for t in s] == words
+    assert [t for s in got[26:] for t in s] == words[:401]
+    assert stats.as_dict()["split_long_lines"] == 2
+    with pytest.raises(ValueError, match="max_tokens_per_line"):
+        read_corpus(str(tmp_path / "*"), max_tokens_per_line=0)
+
+
+def test_stats_log_to_the_elmo_tf_logger(tmp_path, caplog):
+    write_shards(tmp_path, [b"ok\n\xff\n"])
+    stats = CorpusStats()
+    list(read_corpus(str(tmp_path / "*"), stats=stats))
+    with caplog.at_level("INFO", logger="elmo_tf"):
+        stats.log()
+    assert caplog.records[-1].name == "elmo_tf" and caplog.records[-1].levelname == "WARNING"
+    assert "2 lines read, 1 skipped" in caplog.text
+    stats.reset()
+    assert stats.as_dict() == {"lines_read": 0, "skipped_non_utf8": 0, "split_long_lines": 0}
+
+
+def test_wordpunct_splits_punctuation_with_core_ops(tmp_path):
+    write_shards(tmp_path, ["Hello, wörld! can't\u00a0stop (3.5%).\n"])
+    got = sentences(read_corpus(str(tmp_path / "*"), tokenizer="wordpunct"))
+    assert got == [["Hello", ",", "wörld", "!", "can", "'", "t", "stop", "(", "3", ".", "5", "%)."]]
+
+
+def test_unicode_script_tokenizer_splits_punctuation(tmp_path):
+    pytest.importorskip("tensorflow_text")
+    write_shards(tmp_path, ["Hello, wörld! 東京.\n"])
+    got = sentences(read_corpus(str(tmp_path / "*"), tokenizer="unicode_script"))
+    assert got == [["Hello", ",", "wörld", "!", "東京", "."]]
+
+
+def test_an_unknown_tokenizer_lists_the_accepted_names(tmp_path):
+    write_shards(tmp_path)
+    with pytest.raises(ValueError, match="'whitespace', 'wordpunct', 'unicode_script'"):
+        read_corpus(str(tmp_path / "*"), tokenizer="spacy")
+
+
+def test_counting_works_through_mirrored_strategy_on_one_cpu(tmp_path):
+    write_shards(tmp_path, [b"a b c\n\xff\n" * 10 + b"x " * 9 + b"\n"])
+    stats = CorpusStats()
+    ds = read_corpus(str(tmp_path / "*"), max_tokens_per_line=2, stats=stats).padded_batch(4)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    for _ in strategy.experimental_distribute_dataset(ds):
+        pass
+    assert stats.as_dict() == {"lines_read": 21, "skipped_non_utf8": 10, "split_long_lines": 11}
+
+
+def test_counting_works_under_mirrored_strategy_with_two_replicas(tmp_path):
+    """Two logical CPUs must be configured before TF starts, so this runs in a fresh process."""
+    write_shards(tmp_path, [b"a b c\n\xff\n" * 10 + b"x " * 9 + b"\n"])
+    code = textwrap.dedent(f"""
+        import tensorflow as tf
+        cpus = tf.config.list_physical_devices("CPU")
+        two = [tf.config.LogicalDeviceConfiguration()] * 2
+        tf.config.set_logical_device_configuration(cpus[0], two)
+        from elmo_tf.data.corpus import CorpusStats, read_corpus
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        assert strategy.num_replicas_in_sync == 2
+        with strategy.scope():  # made in the scope on purpose: still plain variables
+            stats = CorpusStats()
+        assert not isinstance(stats.lines_read, tf.distribute.DistributedValues)
+        ds = read_corpus({str(tmp_path / "*")!r}, max_tokens_per_line=2, stats=stats)
+        ds = ds.map(lambda s: tf.size(s)).batch(4)
+        dist = strategy.experimental_distribute_dataset(ds)
+        @tf.function
+        def step(batch):
+            return strategy.reduce("SUM", strategy.run(tf.reduce_sum, args=(batch,)), axis=None)
+        tokens = sum(int(step(batch)) for batch in dist)
+        print(tokens, stats.as_dict())
+        """)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=False, cwd=root)
+    assert out.returncode == 0, out.stderr[-3000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert last == ("39 {'lines_read': 21, 'skipped_non_utf8': 10, 'split_long_lines': 11}")
+
+
+# --- TFDS, offline ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Any Python-level connection attempt fails the test loudly."""
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"network access attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
+
+
+@pytest.fixture
+def tfds():
+    tfds = pytest.importorskip("tensorflow_datasets")
+    pytest.importorskip("importlib_resources")  # TfDataBuilder needs it (ecosystem.md Q5)
+    tfds.disable_progress_bar()
+    return tfds
+
+
+def test_a_local_tfds_dataset_is_read_offline(tmp_path, tfds, no_network):
+    lines = ["The first sentence .", "", "wörld 東京", "third one"]
+    examples = tf.data.Dataset.from_tensor_slices(lines).map(lambda line: {"text": line})
+    builder = tfds.dataset_builders.TfDataBuilder(
+        name="tiny_lm", config="default", version="1.0.0", data_dir=str(tmp_path),
+        split_datasets={"train": examples, "test": examples.take(1)},
+        features=tfds.features.FeaturesDict({"text": tfds.features.Text()}))
+    builder.download_and_prepare()
+
+    got = sentences(read_corpus("tfds:tiny_lm", tfds_data_dir=str(tmp_path)))
+    assert sorted(got) == sorted(line.split() for line in lines if line)  # TFDS shuffles
+    got = sentences(read_corpus("tfds:tiny_lm/default:1.0.0", tfds_data_dir=str(tmp_path),
+                                tfds_split="test"))
+    assert got == [["The", "first", "sentence", "."]]
+    with pytest.raises(ValueError, match="no text feature 'sentence'.*text"):
+        read_corpus("tfds:tiny_lm", tfds_data_dir=str(tmp_path), text_feature="sentence")
+
+
+@pytest.mark.parametrize("name", ["lm1b", "glue/sst2", "no_such_dataset"])
+def test_an_unprepared_tfds_dataset_is_a_clear_error_and_nothing_is_downloaded(
+        tmp_path, tfds, no_network, name):
+    with pytest.raises(FileNotFoundError, match=r"not prepared in .*download_and_prepare.*manual"):
+        read_corpus(f"tfds:{name}", tfds_data_dir=str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # nothing written either
+
+
+def test_namespaced_tfds_names_are_refused():
+    with pytest.raises(ValueError, match="namespaced"):
+        read_corpus("tfds:huggingface:imdb")
+
+
+def test_read_corpus_batches_holds_the_same_sentences_batch_wise(tmp_path):
+    paths = write_shards(tmp_path)
+    batches = list(read_corpus_batches(str(tmp_path / "*"), lines_per_batch=2))
+    assert all(isinstance(b, tf.RaggedTensor) for b in batches)
+    got = [[t.decode("utf-8") for t in s] for b in batches for s in b.to_list()]
+    assert got == expected(paths)
+    with pytest.raises(ValueError, match="lines_per_batch must be a positive int, got 0"):
+        read_corpus_batches(str(tmp_path / "*"), lines_per_batch=0)
+
+
+@pytest.mark.parametrize("module, kwargs", [
+    ("tensorflow_text", {"source": "*", "tokenizer": "unicode_script"}),
+    ("tensorflow_datasets", {"source": "tfds:lm1b"}),
+])
+def test_missing_optional_packages_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs):
+    write_shards(tmp_path)
+    monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
+    kwargs["source"] = kwargs["source"].replace("*", str(tmp_path / "*"))
+    with pytest.raises(ImportError, match=r"pip install 'elmo-tf\[data\]'"):
+        read_corpus(**kwargs)

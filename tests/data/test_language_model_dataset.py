@@ -1,0 +1,139 @@
+"""language_model_dataset: sentence and stream batches against plain-Python expectations."""
+
+import collections
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf.data.char_ids import tokens_to_char_ids
+from elmo_tf.data.language_model_dataset import language_model_dataset
+from elmo_tf.data.vocabulary import Vocabulary
+
+WORDS = [f"w{i}" for i in range(30)]
+VOCAB = Vocabulary(["<S>", "</S>", "<UNK>"] + WORDS[:25])  # w25..w29 are unknown
+SENTENCES = [WORDS[j:j + 2 + j % 5] for j in range(24)]
+
+
+def _dataset(**kwargs):
+    sentences = tf.data.Dataset.from_tensor_slices(tf.ragged.constant(SENTENCES))
+    return language_model_dataset(sentences, VOCAB, **kwargs)
+
+
+def _id(token):
+    return VOCAB.token_id(token) if token in VOCAB else VOCAB.unk_id
+
+
+def _decode(char_ids):
+    """Token strings back from char ids (bytes between begin- and end-of-word)."""
+    tokens = []
+    for row in char_ids:
+        if not row.any():
+            tokens.append("")
+        elif row[1] in (257, 258):
+            tokens.append("<S>" if row[1] == 257 else "</S>")
+        else:
+            body = row[1:list(row).index(260)]
+            tokens.append(bytes(int(c) - 1 for c in body).decode())
+    return tokens
+
+
+def test_sentence_batches_hold_each_sentence_with_its_targets():
+    seen = collections.Counter()
+    for inputs, targets in _dataset(batch_size=4, repeat=False):
+        assert set(inputs) == {"char_ids"}
+        for ids, forward, backward in zip(inputs["char_ids"].numpy(),
+                                          targets["forward_targets"].numpy(),
+                                          targets["backward_targets"].numpy()):
+            tokens = [t for t in _decode(ids) if t]
+            n = len(tokens)
+            assert tokens[0] == "<S>" and tokens[-1] == "</S>"
+            ids_ = [_id(t) for t in tokens]
+            assert forward.tolist() == ids_[1:] + [-1] * (len(forward) - n + 1)
+            assert backward.tolist() == [-1] + ids_[:-1] + [-1] * (len(backward) - n)
+            np.testing.assert_array_equal(ids[:n], tokens_to_char_ids([tokens])[0])
+            seen[" ".join(tokens[1:-1])] += 1
+    assert seen == collections.Counter(" ".join(s) for s in SENTENCES)  # one pass, every one
+
+
+def test_sentence_batches_are_bucketed_by_length():
+    for inputs, _ in _dataset(batch_size=2, seed=1).take(20):
+        lengths = (np.abs(inputs["char_ids"].numpy()).sum(-1) > 0).sum(1)
+        assert lengths.max() - lengths.min() <= 4  # buckets 8 tokens wide at most here
+
+
+def _stream_rows(batches, key, targets_key, reverse):
+    """Per row: the (input, target) token pairs in reading order, over consecutive batches."""
+    rows = collections.defaultdict(list)
+    for inputs, targets in batches:
+        for r, (ids, target) in enumerate(zip(inputs[key].numpy(), targets[targets_key].numpy())):
+            pairs = list(zip(_decode(ids), target.tolist()))
+            rows[r].extend(pairs[::-1] if reverse else pairs)
+    return rows
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_stream_rows_continue_sentences_across_windows(direction):
+    """Each row reads whole sentences back to back across batch boundaries, every sentence
+    giving its n + 1 (input, next token) pairs in the direction's reading order."""
+    backward = direction == "backward"
+    batches = list(_dataset(mode="stream", batch_size=3, window=5, seed=2).take(12))
+    assert set(batches[0][0]) == {"char_ids", "backward_char_ids"}
+    key = "backward_char_ids" if backward else "char_ids"
+    start, end = ("</S>", "<S>") if backward else ("<S>", "</S>")
+    sentences = {" ".join(s[::-1] if backward else s) for s in SENTENCES}
+    complete = 0
+    for pairs in _stream_rows(batches, key, f"{direction}_targets", backward).values():
+        tokens = [token for token, _ in pairs]
+        for (token, target), following in zip(pairs, tokens[1:] + [None]):
+            if following is not None and following != start:
+                assert target == _id(following)  # the target is the next token read
+            if following == start:
+                assert target == _id(end)       # a sentence ends: its last pair
+        starts = [i for i, t in enumerate(tokens) if t == start]
+        for a, b in zip(starts, starts[1:]):   # whole sentences between two starts
+            assert " ".join(tokens[a + 1:b]) in sentences
+            complete += 1
+    assert complete >= 10
+
+
+def test_stream_splits_batches_into_consecutive_row_blocks_per_replica():
+    whole = list(_dataset(mode="stream", batch_size=4, window=3, seed=3).take(3))
+    split = list(_dataset(mode="stream", batch_size=4, window=3, seed=3, replicas=2).take(6))
+    for step, (inputs, targets) in enumerate(whole):
+        for replica in range(2):
+            part_inputs, part_targets = split[2 * step + replica]
+            rows = slice(2 * replica, 2 * replica + 2)
+            for key in inputs:
+                np.testing.assert_array_equal(part_inputs[key], inputs[key][rows])
+            for key in targets:
+                np.testing.assert_array_equal(part_targets[key], targets[key][rows])
+
+
+@pytest.mark.parametrize("mode", ["sentence", "stream"])
+def test_batches_are_reproducible_so_skipping_resumes_exactly(mode):
+    def flat(batches):
+        return [tf.nest.flatten(b) for b in batches]
+
+    first = flat(_dataset(mode=mode, batch_size=2, window=4, seed=5).take(8))
+    again = flat(_dataset(mode=mode, batch_size=2, window=4, seed=5).skip(5).take(3))
+    other = flat(_dataset(mode=mode, batch_size=2, window=4, seed=6).take(8))
+    for a, b in zip(first[5:], again):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert any(not np.array_equal(x, y) for a, b in zip(first, other) for x, y in zip(a, b))
+
+
+def test_one_pass_stream_ends():
+    batches = list(_dataset(mode="stream", batch_size=2, window=4, repeat=False))
+    pairs = sum(len(s) + 1 for s in SENTENCES)
+    assert 0 < len(batches) * 2 * 4 <= pairs
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        _dataset(mode="windows")
+    with pytest.raises(ValueError, match="window must be a positive integer"):
+        _dataset(mode="stream", window=0)
+    with pytest.raises(ValueError, match="multiple of replicas"):
+        _dataset(batch_size=3, replicas=2)

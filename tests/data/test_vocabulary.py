@@ -1,0 +1,149 @@
+"""Vocabulary (bilm-tf's file format) and build_vocabulary (counts checked against Python)."""
+
+import collections
+
+import pytest
+import tensorflow as tf
+
+from elmo_tf.data.corpus import CorpusStats, read_corpus
+from elmo_tf.data.vocabulary import Vocabulary, build_vocabulary
+
+SPECIALS = ["<S>", "</S>", "<UNK>"]
+CORPUS = [
+    "the cat sat on the mat .\n",
+    "the dog sat .\n\n",
+    "a cat , a dog , a bird .\n",
+    "wörld 東京 <UNK> <S> zebra\n",
+    "b a c\n",
+]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    paths = []
+    for i, text in enumerate(CORPUS):
+        paths.append(tmp_path / f"news.en-{i:05d}")
+        paths[-1].write_text(text, encoding="utf-8")
+    return paths
+
+
+def python_counts(paths):
+    """The independent expectation: collections.Counter over str.split() of the lines."""
+    counter = collections.Counter()
+    for path in paths:
+        for line in path.read_text("utf-8").split("\n"):
+            counter.update(line.split())
+    return counter
+
+
+def test_specials_first_then_descending_frequency_with_ties_by_token(corpus, tmp_path):
+    vocab = build_vocabulary(str(tmp_path / "news.en-*"), progress=False)
+    counter = python_counts(corpus)
+    words = sorted((t for t in counter if t not in SPECIALS), key=lambda t: (-counter[t], t))
+    assert vocab.tokens == SPECIALS + words
+    assert vocab.tokens[3:8] == ["a", ".", "the", ",", "cat"]  # 4, 3, 3 (. < the), 2, 2 ...
+    assert (vocab.bos_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2)
+    assert vocab.counts[3:] == [counter[t] for t in words]
+    sentences = 5
+    assert vocab.counts[:3] == [sentences + 1, sentences, 0 + 1]  # literal <S>, <UNK> once each
+
+
+def test_min_count_and_max_size_count_the_specials(corpus, tmp_path):
+    counter = python_counts(corpus)
+    words = sorted((t for t in counter if t not in SPECIALS), key=lambda t: (-counter[t], t))
+    source = str(tmp_path / "*")
+    vocab = build_vocabulary(source, min_count=2, progress=False)
+    assert vocab.tokens == SPECIALS + [t for t in words if counter[t] >= 2]
+    left_out = sum(counter[t] for t in words if counter[t] < 2)
+    assert vocab.counts[2] == left_out + 1
+    vocab = build_vocabulary(source, max_size=5, progress=False)
+    assert vocab.tokens == SPECIALS + words[:2] and len(vocab) == 5
+    for bad in [{"min_count": 0}, {"max_size": 3}, {"min_count": 1.5}]:
+        name, value = next(iter(bad.items()))
+        with pytest.raises(ValueError, match=f"{name} must be .*{value}"):
+            build_vocabulary(source, progress=False, **bad)
+
+
+def test_a_dataset_gives_the_same_vocabulary_and_progress_does_not_matter(corpus, tmp_path,
+                                                                           capsys):
+    source = str(tmp_path / "*")
+    quiet = build_vocabulary(source, progress=False)
+    assert capsys.readouterr().out == ""
+    shown = build_vocabulary(read_corpus(source), progress=True, batch_size=2)
+    assert "sentence" in capsys.readouterr().out
+    assert shown.tokens == quiet.tokens and shown.counts == quiet.counts
+    with pytest.raises(TypeError, match="tokenizer"):
+        build_vocabulary(read_corpus(source), tokenizer="wordpunct")
+
+
+def test_tokenizer_and_stats_are_passed_to_read_corpus(corpus, tmp_path):
+    (tmp_path / "news.en-bad").write_bytes(b"\xff bad\n")
+    stats = CorpusStats()
+    vocab = build_vocabulary(str(tmp_path / "*"), tokenizer="wordpunct", stats=stats,
+                             progress=False)
+    assert stats.as_dict()["skipped_non_utf8"] == 1 and "bad" not in vocab
+    assert "<" in vocab and "S" in vocab  # wordpunct splits the literal "<S>" too
+    empty = tmp_path / "only-bad"
+    empty.write_bytes(b"\xff\n")
+    with pytest.raises(ValueError, match="no tokens"):
+        build_vocabulary(str(empty), progress=False)
+
+
+def test_save_load_round_trip_is_byte_exact(tmp_path):
+    vocab = Vocabulary(SPECIALS + ["the", "wörld", "東京", "🙂", "\ufffd"])
+    path = tmp_path / "sub" / "vocab.txt"
+    vocab.save(path)
+    data = path.read_bytes()
+    assert data == "\n".join(vocab.tokens).encode("utf-8") + b"\n"
+    loaded = Vocabulary.load(path)
+    assert loaded.tokens == vocab.tokens and loaded.counts is None
+    loaded.save(tmp_path / "again.txt")
+    assert (tmp_path / "again.txt").read_bytes() == data
+    assert sorted(p.name for p in path.parent.iterdir()) == ["vocab.txt"]  # no temp file left
+
+
+def test_load_accepts_bilm_tf_order_crlf_and_a_count_column(tmp_path):
+    path = tmp_path / "vocab.txt"
+    path.write_bytes(b"</S>\r\n<S>\r\n<UNK>\r\nthe\r\n")
+    vocab = Vocabulary.load(path)
+    assert vocab.tokens == ["</S>", "<S>", "<UNK>", "the"]
+    assert (vocab.bos_id, vocab.eos_id, vocab.unk_id) == (1, 0, 2)
+    path.write_text("<S> 9\n</S>\t9\n<UNK> 0\nthe  123\n", encoding="utf-8")
+    vocab = Vocabulary.load(path)
+    assert vocab.tokens == SPECIALS + ["the"] and vocab.counts == [9, 9, 0, 123]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "is empty"),
+    ("<S>\n</S>\nthe\n", "missing special token.*<UNK>"),
+    ("the\n", "missing special token.*<S>, </S>, <UNK>"),
+    ("<S>\n</S>\n<UNK>\nthe\ncat\nthe\n", "duplicate token 'the' on lines 4 and 6"),
+    ("<S>\n</S>\n\n<UNK>\n", ":3: .*an empty line"),
+    ("<S>\n</S>\n<UNK>\nNew York\n", ":4: expected 'TOKEN' or 'TOKEN COUNT'"),
+])
+def test_load_errors_name_the_file_and_the_problem(tmp_path, text, message):
+    path = tmp_path / "vocab.txt"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message) as info:
+        Vocabulary.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_constructor_rejects_what_the_file_format_cannot_hold():
+    with pytest.raises(ValueError, match="duplicate token 'a' at positions 3 and 4"):
+        Vocabulary(SPECIALS + ["a", "a"])
+    with pytest.raises(ValueError, match="missing special token"):
+        Vocabulary(["<S>", "a"])
+    with pytest.raises(ValueError, match="no space"):
+        Vocabulary(SPECIALS + ["a b"])
+
+
+def test_lookup_maps_oov_to_unk_inside_tf_data_map_and_on_ragged_input(corpus, tmp_path):
+    vocab = Vocabulary(SPECIALS + ["the", "cat", "sat", "."])
+    ids = list(read_corpus(str(corpus[0])).map(vocab.lookup).as_numpy_iterator())
+    assert [i.tolist() for i in ids] == [[3, 4, 5, 2, 3, 2, 6]]
+    assert ids[0].dtype == "int32"
+    ragged = vocab.lookup(tf.ragged.constant([["<S>", "cat"], [], ["</S>", "dog", "<UNK>"]]))
+    assert ragged.to_list() == [[0, 4], [], [1, 2, 2]] and ragged.dtype == tf.int32
+    assert vocab.lookup([["the"], ["zzz"]]).numpy().tolist() == [[3], [2]]
+    assert vocab.token_id("dog") == vocab.unk_id and vocab.token_id("cat") == 4

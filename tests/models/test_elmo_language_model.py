@@ -1,0 +1,188 @@
+"""ElmoLanguageModel: the loss against NumPy, sampled vs full softmax, state carried over
+stream windows, dropout, serialization."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf.models.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.models.elmo_language_model import ElmoLanguageModel
+from tests.conftest import assert_serializable
+
+CONFIG = ElmoConfig(lstm_dim=12, projection_dim=6, n_layers=2, char_embedding_dim=4,
+                    filters=((1, 4), (2, 6)), cell_clip=3.0, proj_clip=3.0,
+                    use_skip_connections=True, n_highway=1)
+
+
+def _lm(vocabulary_size=40, num_negatives=8192, seed=0, **backbone_kwargs):
+    keras.utils.set_random_seed(seed)
+    return ElmoLanguageModel(ElmoBackbone(CONFIG, **backbone_kwargs), vocabulary_size,
+                             num_negatives=num_negatives)
+
+
+def _char_ids(rng, batch, time, lengths=None):
+    ids = rng.integers(1, 262, size=(batch, time, 50)).astype("int32")
+    for row, length in enumerate(lengths or []):
+        ids[row, length:] = 0
+    return ids
+
+
+def _nll(logits, targets):
+    logits = logits - logits.max(-1, keepdims=True)
+    log_z = np.log(np.exp(logits).sum(-1))
+    return log_z - np.take_along_axis(logits, targets[:, None], -1)[:, 0]
+
+
+def test_loss_is_the_mean_of_both_directions_full_softmax_nll():
+    rng = np.random.default_rng(0)
+    lm = _lm()
+    char_ids = _char_ids(rng, 3, 5, lengths=[5, 3, 4])
+    forward = rng.integers(0, 40, size=(3, 5)).astype("int32")
+    backward = rng.integers(0, 40, size=(3, 5)).astype("int32")
+    forward[0, 4] = forward[1, 2:] = forward[2, 3:] = -1
+    backward[:, 0] = backward[1, 3:] = backward[2, 4:] = -1
+    y = {"forward_targets": forward, "backward_targets": backward}
+    top = lm({"char_ids": char_ids})
+    loss = lm.compute_loss(y=y, y_pred=top, training=False)
+
+    top, kernel, bias = (np.asarray(v, np.float64) for v in
+                         (top, lm.softmax_kernel, lm.softmax_bias))
+    means = []
+    for half, targets in ((top[..., :6], forward), (top[..., 6:], backward)):
+        valid = targets >= 0
+        means.append(_nll(half[valid] @ kernel.T + bias, targets[valid]).mean())
+    np.testing.assert_allclose(float(loss), 0.5 * sum(means), rtol=1e-5)
+    np.testing.assert_allclose(float(lm.forward_perplexity.result()), np.exp(means[0]), rtol=1e-5)
+    np.testing.assert_allclose(float(lm.backward_perplexity.result()), np.exp(means[1]),
+                               rtol=1e-5)
+
+
+def test_full_softmax_chunks_agree_with_one_matmul(monkeypatch):
+    from elmo_tf.models import elmo_language_model
+
+    rng = np.random.default_rng(1)
+    lm = _lm()
+    outputs = tf.constant(rng.normal(size=(37, 6)), tf.float32)
+    targets = tf.constant(rng.integers(0, 40, size=37), tf.int32)
+    whole = lm.full_softmax_nll(outputs, targets)
+    monkeypatch.setattr(elmo_language_model, "_MAX_LOGITS_PER_CHUNK", 40 * 5)  # 5 rows a chunk
+    np.testing.assert_allclose(lm.full_softmax_nll(outputs, targets), whole, rtol=1e-6)
+
+
+def test_sampled_softmax_estimates_the_full_softmax_loss():
+    """Averaged over many draws of negatives, the sampled loss is close to the full one, and
+    closer with more negatives (bilm-tf's estimator: log-uniform candidates, corrected)."""
+    rng = np.random.default_rng(2)
+    vocabulary = 400
+    lm = _lm(vocabulary_size=vocabulary, num_negatives=100)
+    # A trained-looking softmax: frequent (low) ids score higher, as in a Zipfian corpus.
+    lm.softmax_bias.assign(-np.log(np.arange(1, vocabulary + 1)).astype("float32"))
+    outputs = tf.constant(rng.normal(size=(256, 6)), tf.float32)
+    ranks = np.arange(1, vocabulary + 1)
+    targets = rng.choice(vocabulary, size=256, p=(1 / ranks) / (1 / ranks).sum())
+    full = float(tf.reduce_mean(lm.full_softmax_nll(outputs, tf.constant(targets, tf.int32))))
+
+    def sampled(num_negatives, draws=60):
+        losses = [tf.reduce_mean(tf.nn.sampled_softmax_loss(
+            lm.softmax_kernel, lm.softmax_bias, tf.constant(targets[:, None], tf.int64),
+            outputs, num_sampled=num_negatives, num_classes=vocabulary)) for _ in range(draws)]
+        return float(np.mean(losses))
+
+    few, many = sampled(100), sampled(350)
+    assert abs(many - full) < abs(few - full) + 0.02
+    assert abs(few - full) / full < 0.15, (few, full)
+    assert abs(many - full) / full < 0.05, (many, full)
+
+
+def test_training_samples_only_when_the_vocabulary_is_larger_than_the_negatives():
+    assert _lm(vocabulary_size=40, num_negatives=39).samples_softmax
+    assert not _lm(vocabulary_size=40, num_negatives=40).samples_softmax
+
+
+def test_stream_windows_carry_the_state_in_both_directions():
+    """Two consecutive windows through a stateful model equal one stateless pass over the whole
+    text: forward windows move right, backward windows (their own input) move left."""
+    rng = np.random.default_rng(3)
+    text = _char_ids(rng, 2, 8)
+    stateless = _lm()
+    stateful = _lm(stateful=True, max_batch_size=2)
+    stateful.set_weights(_copy_weights(stateless, stateful))
+    whole = np.asarray(stateless({"char_ids": text}))
+    left, right = text[:, :4], text[:, 4:]
+    first = np.asarray(stateful({"char_ids": left, "backward_char_ids": right}))
+    second = np.asarray(stateful({"char_ids": right, "backward_char_ids": left}))
+    np.testing.assert_allclose(first[..., :6], whole[:, :4, :6], atol=1e-6)
+    np.testing.assert_allclose(second[..., :6], whole[:, 4:, :6], atol=1e-6)
+    np.testing.assert_allclose(first[..., 6:], whole[:, 4:, 6:], atol=1e-6)
+    np.testing.assert_allclose(second[..., 6:], whole[:, :4, 6:], atol=1e-6)
+    stateful.reset_states()
+    again = np.asarray(stateful({"char_ids": left, "backward_char_ids": right}))
+    np.testing.assert_allclose(again, first, atol=1e-6)
+
+
+def _copy_weights(source, target):
+    by_path = {w.path.split("/", 1)[1]: w for w in source.weights}
+    return [by_path[w.path.split("/", 1)[1]].numpy() if w.path.split("/", 1)[1] in by_path
+            else np.zeros(w.shape, w.dtype) for w in target.weights]
+
+
+def test_dropout_only_in_training_and_on_every_lstm_input():
+    rng = np.random.default_rng(4)
+    lm = _lm(dropout=0.5)
+    char_ids = _char_ids(rng, 2, 4)
+    inference = [np.asarray(lm({"char_ids": char_ids})) for _ in range(2)]
+    np.testing.assert_array_equal(inference[0], inference[1])
+    training = np.asarray(lm({"char_ids": char_ids}, training=True))
+    assert np.mean(training == 0) > 0.3  # the top layer's dropout
+    assert not np.allclose(training[training != 0] * 0.5, inference[0][training != 0], atol=1e-3)
+
+
+def test_fit_lowers_the_loss_and_gradients_reach_every_weight():
+    rng = np.random.default_rng(5)
+    lm = _lm(vocabulary_size=12, dropout=0.1)
+    char_ids = _char_ids(rng, 4, 6)
+    targets = np.where(rng.random((4, 6)) < 0.8, 3, rng.integers(0, 12, (4, 6))).astype("int32")
+    y = {"forward_targets": targets, "backward_targets": targets}  # mostly 3: quickly learnt
+    with tf.GradientTape() as tape:
+        loss = lm.compute_loss(y=y, y_pred=lm({"char_ids": char_ids}, training=True))
+    gradients = tape.gradient(loss, lm.trainable_weights)
+    assert all(g is not None and float(tf.reduce_sum(tf.abs(tf.convert_to_tensor(g)))) > 0
+               for g in gradients), [w.path for w, g in zip(lm.trainable_weights, gradients)
+                                     if g is None]
+    lm.compile(optimizer=keras.optimizers.Adagrad(0.2, initial_accumulator_value=1.0,
+                                                  global_clipnorm=10.0))
+    data = tf.data.Dataset.from_tensors(({"char_ids": char_ids}, y)).repeat(100)
+    history = lm.fit(data, epochs=1, verbose=0, shuffle=False).history
+    assert history["loss"][-1] < float(loss)
+    result = lm.evaluate(tf.data.Dataset.from_tensors(({"char_ids": char_ids}, y)),
+                         return_dict=True, verbose=0)
+    assert result["loss"] < 0.8 * float(loss)
+
+
+def test_bad_inputs_and_targets_name_what_is_accepted():
+    lm = _lm()
+    with pytest.raises(ValueError, match="'char_ids'"):
+        lm({"chars": np.zeros((1, 2, 50), "int32")})
+    with pytest.raises(ValueError, match="forward_targets"):
+        lm.compute_loss(y={"targets": np.zeros((1, 2), "int32")},
+                        y_pred=lm({"char_ids": np.ones((1, 2, 50), "int32")}))
+    with pytest.raises(ValueError, match="vocabulary_size"):
+        _lm(vocabulary_size=2)
+    with pytest.raises(ValueError, match="num_negatives"):
+        _lm(num_negatives=0)
+
+
+def test_serialization_round_trip():
+    rng = np.random.default_rng(6)
+    lm = _lm(dropout=0.1, stateful=True, max_batch_size=4)
+    restored = assert_serializable(lm)
+    assert restored.backbone.dropout == 0.1 and restored.backbone.stateful
+    inputs = {"char_ids": _char_ids(rng, 2, 3)}
+    lm.reset_states()
+    expected = lm(inputs)
+    restored(inputs)
+    restored.set_weights(lm.get_weights())
+    restored.reset_states()
+    np.testing.assert_array_equal(restored(inputs), expected)

@@ -1,0 +1,64 @@
+"""Recipe: the named recipes, files with a base and overrides, and clear errors."""
+
+import dataclasses
+import json
+
+import pytest
+
+from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.recipes.recipe import Recipe
+
+
+def test_elmo_original_is_the_papers_run():
+    recipe = Recipe.from_name("elmo_original")
+    assert recipe.model == ElmoConfig.from_preset("original")
+    assert (recipe.mode, recipe.window, recipe.num_negatives, recipe.dropout) == (
+        "stream", 20, 8192, 0.1)
+    assert (recipe.learning_rate, recipe.initial_accumulator_value, recipe.clip_norm,
+            recipe.epochs, recipe.batch_size) == (0.2, 1.0, 10.0, 10, 384)
+    assert Recipe.from_name("elmo_small").model == ElmoConfig.from_preset("small")
+    assert Recipe.from_name("elmo_medium").model == ElmoConfig.from_preset("medium")
+    assert set(Recipe.names()) == {"elmo_original", "elmo_medium", "elmo_small", "tiny"}
+
+
+def test_file_with_a_base_and_overrides(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"base": "elmo_small", "batch_size": 64, "mode": "sentence",
+                                "model": "medium"}))
+    recipe = Recipe.resolve(str(path))
+    assert recipe == dataclasses.replace(Recipe.from_name("elmo_small"), batch_size=64,
+                                         mode="sentence", model=ElmoConfig.from_preset("medium"),
+                                         name=recipe.name)
+
+
+def test_file_with_every_field_and_an_options_json_model(tmp_path):
+    options = Recipe.from_name("tiny").model.to_options()
+    path = tmp_path / "full.json"
+    path.write_text(json.dumps({"model": options, "epochs": 2}))
+    recipe = Recipe.from_file(path)
+    assert recipe.model == Recipe.from_name("tiny").model and recipe.epochs == 2
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"base": "tiny", "batch_sise": 4}, r"unknown recipe keys \['batch_sise'\]"),
+    ({"base": "tiny", "dropout": 1.5}, r"dropout must be in \[0, 1\)"),
+    ({"base": "tiny", "batch_size": 0}, "batch_size must be a positive integer"),
+    ({"base": "tiny", "mode": "windows"}, "mode must be one of"),
+    ({"base": "tiny", "learning_rate": -1}, "learning_rate must be a positive number"),
+    ({"base": "tiny", "max_vocabulary_size": 2}, "max_vocabulary_size"),
+    ({"base": "tiny", "model": {"lstm": {"dim": 8}}}, "lstm has missing keys"),
+    ({"epochs": 3}, "missing 'model'"),
+    ({"base": "tinny"}, r"unknown recipe 'tinny'; available"),
+])
+def test_bad_recipes_say_what_is_wrong(spec, message):
+    with pytest.raises(ValueError, match=message):
+        Recipe.from_dict(spec)
+
+
+def test_unknown_name_and_bad_json(tmp_path):
+    with pytest.raises(ValueError, match="unknown recipe 'elmo_orginal'"):
+        Recipe.resolve("elmo_orginal")
+    path = tmp_path / "broken.json"
+    path.write_text("{")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        Recipe.resolve(str(path))

@@ -1,0 +1,112 @@
+"""train / evaluate in one process: the loss falls, the outputs are the released layout, bad
+input gives clear errors."""
+
+import json
+
+import numpy as np
+import pytest
+
+from elmo_tf import cli
+from elmo_tf.data.generated_corpus import write_generated_corpus
+from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.models.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.recipes import training
+from elmo_tf.recipes.recipe import Recipe
+
+MODEL = ElmoConfig(lstm_dim=16, projection_dim=8, n_layers=2, char_embedding_dim=4,
+                   filters=((1, 8), (2, 8)), cell_clip=3.0, proj_clip=3.0,
+                   use_skip_connections=True, n_highway=1)
+RECIPE = Recipe("test", MODEL, mode="sentence", batch_size=16, dropout=0.0, epochs=1,
+                learning_rate=1.0)  # fast enough to show learning in 60 steps
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    return write_generated_corpus(tmp_path_factory.mktemp("corpus"), n_sentences=600,
+                                  n_heldout=100, n_shards=2)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory, corpus):
+    output = str(tmp_path_factory.mktemp("run"))
+    results = training.train(RECIPE, corpus["train"], output, steps=60,
+                             validation=corpus["heldout"], verbose=0)
+    return output, results
+
+
+def test_training_lowers_the_held_out_perplexity(trained, corpus):
+    output, results = trained
+    vocabulary = Vocabulary.load(f"{output}/vocab.txt")
+    untrained = training.build_language_model(RECIPE, len(vocabulary))
+    before = training.evaluate_language_model(
+        untrained, corpus["heldout"], vocabulary, RECIPE, {"tokenizer": "whitespace"})
+    after = results["validation"]
+    assert after["perplexity"] < 0.6 * before["perplexity"], (before, after)
+    assert results["steps"] == 60
+    assert results["train"]["loss"] < np.log(len(vocabulary))
+
+
+def test_outputs_are_the_released_layout_and_reload_identically(trained):
+    output, _ = trained
+    vocabulary = Vocabulary.load(f"{output}/vocab.txt")
+    assert vocabulary.tokens[:3] == ["<S>", "</S>", "<UNK>"]
+    options = json.load(open(f"{output}/options.json"))
+    assert options["n_tokens_vocab"] == len(vocabulary) and options["lstm"]["dim"] == 16
+    assert options["n_train_tokens"] > 0 and options["unroll_steps"] == RECIPE.window
+    lm = training.build_language_model(RECIPE, len(vocabulary))
+    lm.load_weights(f"{output}/language_model.weights.h5")
+    released = ElmoBackbone.from_allennlp(f"{output}/options.json", f"{output}/weights.hdf5")
+    ids = np.random.default_rng(0).integers(1, 262, size=(2, 5, 50)).astype("int32")
+    ids[1, 3:] = 0
+    for key in ("layers", "mask"):
+        np.testing.assert_array_equal(released.embed(ids)[key], lm.backbone.embed(ids)[key])
+
+
+def test_evaluate_reports_the_full_softmax_perplexities(trained, corpus):
+    output, results = trained
+    evaluated = training.evaluate(output, corpus["heldout"])
+    for key in ("forward_perplexity", "backward_perplexity", "perplexity"):
+        np.testing.assert_allclose(evaluated[key], results["validation"][key], rtol=1e-4)
+    assert evaluated["average_perplexity"] == pytest.approx(
+        0.5 * (evaluated["forward_perplexity"] + evaluated["backward_perplexity"]))
+
+
+def _cli_error(capsys, *argv):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(list(argv))
+    assert exit_info.value.code == 2
+    return capsys.readouterr().err
+
+
+def test_bad_input_gives_clear_errors(tmp_path, capsys, corpus):
+    output = str(tmp_path / "out")
+    assert "unknown recipe 'tinny'" in _cli_error(
+        capsys, "train", "--recipe", "tinny", "--corpus", "builtin", "--output", output)
+    assert "no corpus file matches" in _cli_error(
+        capsys, "train", "--recipe", "tiny", "--corpus", str(tmp_path / "none*"), "--output",
+        output)
+    (tmp_path / "empty.txt").write_text("\n\n")
+    assert "empty" in _cli_error(
+        capsys, "vocab", "--corpus", str(tmp_path / "empty.txt"), "--output",
+        str(tmp_path / "v.txt")).lower()
+    (tmp_path / "vocab.txt").write_text("the\ncat\n")
+    message = _cli_error(capsys, "train", "--recipe", "tiny", "--corpus", corpus["train"],
+                         "--vocab", str(tmp_path / "vocab.txt"), "--output", output)
+    assert "<S>" in message and "vocab.txt" in message
+    assert "not a finished training run" in _cli_error(
+        capsys, "evaluate", "--model", str(tmp_path), "--corpus", corpus["heldout"])
+
+
+def test_vocab_command_writes_the_frequency_sorted_file(tmp_path, capsys, corpus):
+    cli.main(["vocab", "--corpus", corpus["train"], "--output", str(tmp_path / "vocab.txt"),
+              "--min-count", "2"])
+    tokens = Vocabulary.load(tmp_path / "vocab.txt").tokens
+    counts = {}
+    import glob
+    for path in glob.glob(corpus["train"]):
+        for line in open(path, encoding="utf-8"):
+            for token in line.split():
+                counts[token] = counts.get(token, 0) + 1
+    expected = sorted((t for t, c in counts.items() if c >= 2), key=lambda t: (-counts[t], t))
+    assert tokens == ["<S>", "</S>", "<UNK>"] + expected
