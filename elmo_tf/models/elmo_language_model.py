@@ -142,7 +142,9 @@ class ElmoLanguageModel(keras.Model):
         # Both directions have a target for the same number of tokens in every batch.
         self.perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
         means = tf.math.divide_no_nan(sums, counts)
-        return 0.5 * (means[0] + means[1])
+        # Keras expects a replica's loss scaled by 1/replicas: gradients are summed over them.
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return 0.5 * (means[0] + means[1]) / replicas
 
     def full_softmax_nll(self, outputs, targets):
         """Token NLLs under the full softmax; `outputs` `[n, P]`, `targets` int `[n]`.

@@ -68,11 +68,11 @@ def make_strategy(name, cpu_replicas=None):
         return tf.distribute.MirroredStrategy()
     cpus = tf.config.list_physical_devices("CPU")
     count = cpu_replicas or 2
-    if len(tf.config.list_logical_devices("CPU")) != count:
-        try:
-            tf.config.set_logical_device_configuration(
-                cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
-        except RuntimeError:
+    try:  # listing logical devices would start the runtime: configure first
+        tf.config.set_logical_device_configuration(
+            cpus[0], [tf.config.LogicalDeviceConfiguration()] * count)
+    except RuntimeError:
+        if len(tf.config.list_logical_devices("CPU")) != count:
             raise ValueError(f"cannot split the CPU into {count} logical devices: TensorFlow "
                              "has already started; make the strategy first.") from None
     return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(count)])
@@ -272,7 +272,9 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     if corpus == BUILTIN_CORPUS:
         corpus, best = os.path.join(model_dir, "corpus", "heldout", "*"), run["best_perplexity"]
     lm = build_language_model(recipe, len(vocab))
-    lm.load_weights(weights)
+    with warnings.catch_warnings():  # the file's optimizer state is not needed here
+        warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
+        lm.load_weights(weights)
     read = {"tokenizer": tokenizer or settings["tokenizer"], "tfds_data_dir": tfds_data_dir}
     results = evaluate_language_model(lm, corpus, vocab, recipe, read)
     results["average_perplexity"] = 0.5 * (results["forward_perplexity"]
