@@ -1,6 +1,6 @@
 """Training benchmark: throughput of the biLM pre-training step (`ElmoLanguageModel.fit`) on CPU.
 
-    python bench/training.py [--quick] [--repeats 3] [--output bench/results/training-cpu.json]
+    python bench/training.py [--quick] [--repeats N] [--configs tiny ...] [--output FILE]
     python bench/training.py --config tiny --replicas 2 --json-line    # one configuration
 
 The parent runs every configuration in its own subprocess (a `MirroredStrategy` over logical
@@ -31,13 +31,17 @@ that computes that part's forward pass and its gradient:
     update     `optimizer.apply` of those gradients (Adagrad with global-norm clipping)
 
 each reported as a fraction of the median `fit` step measured in the same repeat. It also times
-an update that keeps the softmax gradient sparse (TF's `clip_by_global_norm`, which keeps
-`tf.IndexedSlices`, duplicate rows summed as TF1's sparse Adagrad did, then Adagrad without its
-own clipping) to show what the dense update costs. Repeats interleave all of this, plus a
-2048^3 fp32 GEMM probe of how much of the machine the process got (it is shared and noisy);
-figures are medians over repeats, with the best step too. `elmo_small` also trains a
-`mixed_bfloat16` copy, interleaved step for step with the float32 one. GPU figures are
-recorded as missing where no GPU is visible.
+a row-sparse update, as bilm-tf's TF1 Adagrad did it (TF's `clip_by_global_norm`, which keeps
+`tf.IndexedSlices`; duplicate rows summed; `ResourceSparseApplyAdagradV2` on the touched rows),
+to show what Keras's dense update costs. Repeats interleave all of this with a 2048^3 fp32 GEMM
+probe of how much of the machine the process got (it is shared and noisy); the process's CPU
+seconds per step are recorded too (tokens per CPU-second are less sensitive to other
+processes). Figures are medians over repeats, with the best step too. `elmo_small` also trains
+a `mixed_bfloat16` copy, alternating single steps with the float32 one. GPU figures are
+recorded as missing where no GPU is visible. The parent stops a configuration's process when
+the machine's available memory falls below 1.5 GiB (the dense softmax updates of the released
+vocabulary take many GiB) and tries it once more; one that still fails is recorded as failed,
+with the reason.
 """
 
 import argparse
@@ -45,6 +49,7 @@ import dataclasses
 import datetime
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,7 +79,7 @@ CONFIGS = {
                    "steps": 3, "repeats": 2, "parts_best_of": 2},
     "elmo_original": {"recipe": "elmo_original", "batch": 16,
                       "vocabulary": RELEASED_VOCABULARY, "steps": 2, "repeats": 2,
-                      "parts_best_of": 1},
+                      "parts_best_of": 2},
 }
 PARTS = ("encoder", "lstms", "softmax", "forward_backward", "update")
 CHILD_TIMEOUT_S = 1200
@@ -121,21 +126,30 @@ def dataset(x, y, strategy, replicas):
 
 
 class StepTimer(keras.callbacks.Callback):
-    """Wall seconds and process CPU seconds (all threads) of every `fit` step, from batch begin
-    to batch end (the loss read back)."""
+    """Wall seconds, process CPU seconds (all threads), of which system (kernel) seconds, and
+    minor page faults of every `fit` step, from batch begin to batch end (the loss read back)."""
 
     def __init__(self):
         super().__init__()
-        self.seconds, self.cpu_seconds, self.logs = [], [], {}
-        self._start = self._cpu_start = None
+        self.seconds, self.cpu_seconds, self.system_seconds, self.page_faults = [], [], [], []
+        self.logs = {}
+        self._start = None
+
+    @staticmethod
+    def _now():
+        times = os.times()
+        return (time.perf_counter(), times.user + times.system, times.system,
+                resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._start, self._cpu_start = time.perf_counter(), time.process_time()
+        self._start = self._now()
 
     def on_train_batch_end(self, batch, logs=None):
         self.logs = {k: float(v) for k, v in (logs or {}).items()}  # waits for the step
-        self.seconds.append(time.perf_counter() - self._start)
-        self.cpu_seconds.append(time.process_time() - self._cpu_start)
+        deltas = [b - a for a, b in zip(self._start, self._now())]
+        for samples, value in zip((self.seconds, self.cpu_seconds, self.system_seconds,
+                                   self.page_faults), deltas):
+            samples.append(value)
 
 
 def fit_steps(lm, data, steps):
@@ -413,8 +427,8 @@ def run_config(name, replicas, repeats, quick):
         rss["after_tracing_parts"] = peak_rss()
     probe = gemm_probe()
 
-    samples = {"step": [], "cpu": [], "step_median": [], "gemm": [], "bf16_step": [],
-               "bf16_ratio": []}
+    samples = {"step": [], "cpu": [], "system": [], "faults": [], "step_median": [], "gemm": [],
+               "bf16_step": [], "bf16_ratio": [], "bf16_cpu_ratio": []}
     samples.update({k: [] for k in functions})
     logs = {}
     for repeat in range(repeats):
@@ -423,16 +437,22 @@ def run_config(name, replicas, repeats, quick):
             timer = fit_steps(lm, data, config["steps"])
             seconds, logs = timer.seconds, timer.logs
             samples["cpu"] += timer.cpu_seconds
+            samples["system"] += timer.system_seconds
+            samples["faults"] += timer.page_faults
         else:  # float32 and bfloat16 steps alternate, one by one
             seconds = []
             for _ in range(config["steps"]):
                 timer = fit_steps(lm, data, 1)
                 seconds += timer.seconds
                 samples["cpu"] += timer.cpu_seconds
+                samples["system"] += timer.system_seconds
+                samples["faults"] += timer.page_faults
                 logs = timer.logs
                 bf16_timer = fit_steps(bf16, bf16_data, 1)
                 samples["bf16_step"] += bf16_timer.seconds
                 samples["bf16_ratio"].append(timer.seconds[0] / bf16_timer.seconds[0])
+                samples["bf16_cpu_ratio"].append(timer.cpu_seconds[0]
+                                                 / bf16_timer.cpu_seconds[0])
                 bf16_logs = bf16_timer.logs
         samples["step"] += seconds
         samples["step_median"].append(float(np.median(seconds)))
@@ -469,6 +489,10 @@ def run_config(name, replicas, repeats, quick):
         "cpu_seconds_per_step_median": float(np.median(samples["cpu"])),
         "tokens_per_cpu_second_median": float(tokens / np.median(samples["cpu"])),
         "cores_busy_median": float(np.median(np.array(samples["cpu"]) / step)),
+        # Kernel time and minor page faults per step: fresh memory the kernel must zero (the
+        # dense [V, P] temporaries of the update are allocated anew every step).
+        "system_cpu_seconds_per_step_median": float(np.median(samples["system"])),
+        "minor_page_faults_per_step_median": float(np.median(samples["faults"])),
         "final_step_logs": logs,
         # log(perplexity) is the mean NLL over both directions' tokens: with one replica it
         # equals the loss Keras reports; see the notes for what differs with replicas.
@@ -481,7 +505,8 @@ def run_config(name, replicas, repeats, quick):
         for key in functions:
             seconds = np.array(samples[key])
             parts[key] = {"seconds_median": float(np.median(seconds)),
-                          "fraction_of_step": float(np.median(seconds / medians))}
+                          "fraction_of_step": float(np.median(seconds / medians)),
+                          "seconds_per_repeat": [float(v) for v in seconds]}
         parts["encoder_plus_lstms_plus_softmax"] = {
             "seconds_median": float(sum(parts[k]["seconds_median"]
                                         for k in ("encoder", "lstms", "softmax"))),
@@ -492,6 +517,12 @@ def run_config(name, replicas, repeats, quick):
                                     + parts["update"]["seconds_median"]),
             "fraction_of_step": float(parts["forward_backward"]["fraction_of_step"]
                                       + parts["update"]["fraction_of_step"])}
+        # What the fit step spends beyond the separately timed forward+backward: the update
+        # as fit runs it (fused into the step's graph), metrics, the state carry, overheads.
+        parts["step_minus_forward_backward"] = {
+            "seconds_median": float(np.median(medians - np.array(samples["forward_backward"]))),
+            "fraction_of_step": float(np.median(1 - np.array(samples["forward_backward"])
+                                                / medians))}
         parts["update_keras_over_row_sparse_alternative"] = float(np.median(
             np.array(samples["update"]) / np.array(samples["update_row_sparse_alternative"])))
         result["breakdown"] = parts
@@ -509,6 +540,9 @@ def run_config(name, replicas, repeats, quick):
             # The median over pairs of adjacent steps (float32 then bfloat16) of their ratio.
             "speedup_over_float32": float(np.median(samples["bf16_ratio"])),
             "speedup_over_float32_per_step_pair": samples["bf16_ratio"],
+            # The same with process CPU seconds instead of wall seconds.
+            "cpu_time_speedup_over_float32": float(np.median(samples["bf16_cpu_ratio"])),
+            "cpu_time_speedup_over_float32_per_step_pair": samples["bf16_cpu_ratio"],
             "final_step_logs": bf16_logs}
     result["peak_rss_bytes"] = peak_rss()
     result["peak_rss_bytes_by_stage"] = rss
@@ -526,20 +560,44 @@ def available_memory():
     return None
 
 
-def run_child(name, replicas, repeats, quick):
+def child_peak_rss(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return int(f.read().split("VmHWM:")[1].split()[0]) * 1024
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def run_child(name, replicas, repeats, quick, attempts=2):
+    """Runs one configuration in a fresh process (again, up to `attempts` times, when it was
+    stopped because the shared machine ran short of memory)."""
+    failures = []
+    for attempt in range(attempts):
+        result = run_child_once(name, replicas, repeats, quick)
+        if result["status"] == "ok" or attempt == attempts - 1 \
+                or not result["error"].startswith("stopped: the machine"):
+            break
+        failures.append(result)
+    if failures:
+        result["earlier_attempts"] = failures
+    return result
+
+
+def run_child_once(name, replicas, repeats, quick):
     """Runs one configuration in a fresh process, watching the machine's free memory."""
     command = [sys.executable, os.path.abspath(__file__), "--config", name, "--replicas",
                str(replicas), "--repeats", str(repeats), "--json-line"] + (
         ["--quick"] if quick else [])
     print(f"running {name} with {replicas} replica(s) ...", flush=True)
     started = time.perf_counter()
-    failure, lowest = None, available_memory()
+    failure, lowest, child_peak = None, available_memory(), None
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         child = subprocess.Popen(command, stdout=out, stderr=err, text=True)
         while child.poll() is None:
             time.sleep(0.5)
             available = available_memory()
             lowest = min(lowest, available) if available is not None else lowest
+            child_peak = child_peak_rss(child.pid) or child_peak
             if available is not None and available < MEMORY_FLOOR_BYTES:
                 failure = (f"stopped: the machine's available memory fell below "
                            f"{MEMORY_FLOOR_BYTES / 2**30:.1f} GiB")
@@ -559,7 +617,7 @@ def run_child(name, replicas, repeats, quick):
         return {"config": name, "replicas": replicas, "status": "failed",
                 "error": failure or f"exit status {child.returncode}",
                 "process_wall_seconds": wall, "lowest_available_memory_bytes": lowest,
-                "stderr_tail": stderr[-3000:]}
+                "peak_rss_bytes_seen": child_peak, "stderr_tail": stderr[-3000:]}
     result = json.loads(lines[-1][len(RESULT_PREFIX):])
     result["status"] = "ok"
     result["process_wall_seconds"] = wall
@@ -579,7 +637,9 @@ def gpu_section():
 
 def summarise(runs):
     ok = {(r["config"], r["replicas"]): r for r in runs if r["status"] == "ok"}
-    summary = {"tokens_per_second": {}, "two_over_one_replica": {}, "breakdown_fractions": {}}
+    summary = {"tokens_per_second": {}, "two_over_one_replica": {}, "breakdown_fractions": {},
+               "failed": {f"{r['config']} x{r['replicas']}": r["error"]
+                          for r in runs if r["status"] != "ok"}}
     for (name, replicas), r in sorted(ok.items()):
         summary["tokens_per_second"].setdefault(name, {})[f"{replicas}_replica"] = {
             "median": r["tokens_per_second_median"], "best": r["tokens_per_second_best"],
@@ -610,6 +670,8 @@ def summarise(runs):
     if "mixed_bfloat16" in small:
         summary["elmo_small_mixed_bfloat16_over_float32"] = \
             small["mixed_bfloat16"]["speedup_over_float32"]
+        summary["elmo_small_mixed_bfloat16_over_float32_cpu_time"] = \
+            small["mixed_bfloat16"]["cpu_time_speedup_over_float32"]
     for name in ("elmo_original", "elmo_small"):
         if (name, 1) in ok and "sparse_gradient" in ok[(name, 1)]:
             r = ok[(name, 1)]
@@ -652,9 +714,15 @@ def notes(summary):
          "share the cores, so no speed-up is possible; the ratio measures the cost of the "
          "per-replica split, the cross-replica gradient all-reduce and the mirrored update "
          "(and noise)."),
-        ("Breakdown parts are separate tf.functions on the same batch; they need not add up to "
-         "the fit step (fit runs gradient and update in one graph, plus metrics and the state "
-         "carry; separate functions schedule and allocate differently)."),
+        ("Breakdown parts are separate tf.functions on the same batch, each the best of "
+         "parts_best_of runs per repeat; they need not add up to the fit step (fit runs "
+         "gradient and update in one graph, plus metrics and the state carry; separate "
+         "functions schedule and allocate differently). With the released vocabulary the "
+         "update allocates several fresh [V, P] float32 temporaries per call, which the "
+         "kernel must zero (system_cpu_seconds_per_step_median, "
+         "minor_page_faults_per_step_median), so the standalone update's time depends on what "
+         "ran before it (seconds_per_repeat); step_minus_forward_backward is the update as "
+         "fit runs it, by difference."),
         ("Sparse gradient: the sampled softmax's gradient of softmax_kernel leaves the tape as "
          "tf.IndexedSlices (about 8.5k distinct rows of 793,471), but Keras 3's "
          "global_clipnorm (keras.src.optimizers.base_optimizer.clip_by_global_norm: "
@@ -742,8 +810,8 @@ def print_report(report):
           f" {'step s':>8s} {'RSS GiB':>8s}")
     for run in report["runs"]:
         if run["status"] != "ok":
-            print(f"{run['config']:14s} {run['replicas']:8d} FAILED: "
-                  f"{run.get('error') or run.get('stderr_tail', '')[-300:]}")
+            print(f"{run['config']:14s} {run['replicas']:8d} FAILED: {run['error']} (peak RSS "
+                  f"seen {(run.get('peak_rss_bytes_seen') or 0) / 2**30:.1f} GiB)")
             continue
         print(f"{run['config']:14s} {run['replicas']:8d} "
               f"{run['global_batch_rows']:>3d}x{run['window']:<2d} "
@@ -758,7 +826,8 @@ def print_report(report):
             f"{k} {v:.2f}" for k, v in fractions.items()))
     if "elmo_small_mixed_bfloat16_over_float32" in summary:
         print(f"elmo_small mixed_bfloat16 / float32 throughput: "
-              f"{summary['elmo_small_mixed_bfloat16_over_float32']:.2f}x")
+              f"{summary['elmo_small_mixed_bfloat16_over_float32']:.2f}x (CPU time: "
+              f"{summary['elmo_small_mixed_bfloat16_over_float32_cpu_time']:.2f}x)")
     for key, value in summary.items():
         if key.endswith("_sparse_gradient"):
             print(f"{key}: {value}")
