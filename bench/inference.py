@@ -126,7 +126,7 @@ def gemm_rate(dtype, n=4096):
     b = tf.cast(tf.random.normal([n, n]), dtype)
     f = tf.function(lambda: tf.reduce_sum(tf.cast(tf.matmul(a, b), tf.float32)))
     f()
-    return lambda: 2 * n ** 3 / _seconds(lambda: f().numpy())
+    return lambda: 2 * n ** 3 / best_seconds(lambda: f().numpy())
 
 
 def read_bandwidth(n_bytes=1 << 30):
@@ -134,10 +134,10 @@ def read_bandwidth(n_bytes=1 << 30):
     x = tf.random.uniform([n_bytes // 4])
     f = tf.function(lambda: tf.reduce_sum(x))
     f()
-    return lambda: n_bytes / _seconds(lambda: f().numpy())
+    return lambda: n_bytes / best_seconds(lambda: f().numpy())
 
 
-def _seconds(fn, runs=BEST_OF):
+def best_seconds(fn, runs=BEST_OF):
     """The best of `runs` back-to-back runs: every probe and every model run is timed alike."""
     best = float("inf")
     for _ in range(runs):
@@ -246,7 +246,7 @@ def main():
         for key, probe in probes.items():
             samples[key].append(probe())
         for key, fn in runs.items():
-            samples[key].append(_seconds(fn))
+            samples[key].append(best_seconds(fn))
         print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
 
     flops = flops_per_position(config)

@@ -63,7 +63,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from bench.inference import machine, versions
+from bench.inference import best_seconds, gemm_rate, machine, versions
 from elmo_tf import tokens_to_char_ids
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.recipes.training import build_language_model, make_strategy
@@ -160,30 +160,9 @@ def fit_steps(lm, data, steps):
 
 def make_language_model(recipe, config, replicas, strategy, dtype=None):
     with strategy.scope():
-        lm = build_language_model(recipe, config["vocabulary"], replicas, dtype)
-        # What `elmo_tf.recipes.train` compiles.
-        lm.compile(optimizer=keras.optimizers.Adagrad(
-            recipe.learning_rate, initial_accumulator_value=recipe.initial_accumulator_value,
-            global_clipnorm=recipe.clip_norm))
+        lm = build_language_model(recipe, config["vocabulary"], replicas, dtype)  # compiled
         lm.optimizer.build(lm.trainable_variables)
     return lm
-
-
-def gemm_probe(n=2048):
-    """fp32 GEMM FLOP/s, best of 3: how much of the (shared) machine this process gets."""
-    a, b = tf.random.normal([n, n]), tf.random.normal([n, n])
-    f = tf.function(lambda: tf.reduce_sum(tf.matmul(a, b)))
-    f()
-    return lambda: 2 * n ** 3 / best_seconds(lambda: f().numpy(), 3)
-
-
-def best_seconds(fn, runs):
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def finish(value):
@@ -425,7 +404,7 @@ def run_config(name, replicas, repeats, quick):
             fn()
         parts_trace_seconds = time.perf_counter() - started
         rss["after_tracing_parts"] = peak_rss()
-    probe = gemm_probe()
+    probe = gemm_rate(tf.float32, 2048)  # how much of the shared machine this process gets
 
     samples = {"step": [], "cpu": [], "system": [], "faults": [], "step_median": [], "gemm": [],
                "bf16_step": [], "bf16_ratio": [], "bf16_cpu_ratio": []}

@@ -82,11 +82,7 @@ class ElmoBackbone(keras.Model):
         char_ids = keras.Input(shape=(None, config.max_characters_per_token), dtype="int32",
                                name="char_ids")
         ids_with_boundaries, mask_with_boundaries = add_boundaries(char_ids)
-        token_embeddings = char_cnn(ids_with_boundaries)
-        for highway in highways:
-            token_embeddings = highway(token_embeddings)
-        if projection is not None:
-            token_embeddings = projection(token_embeddings)
+        token_embeddings = _encode(ids_with_boundaries, char_cnn, highways, projection)
         layers_with_boundaries = keras.ops.cast(
             bilm(token_embeddings, mask=mask_with_boundaries), "float32")
         layers, mask = remove_boundaries(layers_with_boundaries, mask_with_boundaries)
@@ -125,12 +121,7 @@ class ElmoBackbone(keras.Model):
     def encode_tokens(self, char_ids):
         """Char ids `[batch, time, chars]` (boundaries as they are) -> token embeddings
         `[batch, time, P]` in the compute dtype: the char CNN, highways and projection."""
-        token_embeddings = self.char_cnn(char_ids)
-        for highway in self.highways:
-            token_embeddings = highway(token_embeddings)
-        if self.projection is not None:
-            token_embeddings = self.projection(token_embeddings)
-        return token_embeddings
+        return _encode(char_ids, self.char_cnn, self.highways, self.projection)
 
     def __call__(self, char_ids, *args, **kwargs):
         char_ids = check_char_ids(char_ids, self.config.max_characters_per_token)
@@ -191,6 +182,14 @@ class ElmoBackbone(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
         return cls(**config)
+
+
+def _encode(char_ids, char_cnn, highways, projection):
+    """The context-independent token encoder: char CNN, highways, projection (if any)."""
+    token_embeddings = char_cnn(char_ids)
+    for highway in highways:
+        token_embeddings = highway(token_embeddings)
+    return token_embeddings if projection is None else projection(token_embeddings)
 
 
 def check_char_ids(char_ids, max_characters_per_token):

@@ -17,15 +17,9 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.recipes import RECIPE
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MODEL = {"lstm": {"dim": 16, "projection_dim": 8, "n_layers": 2, "cell_clip": 3,
-                  "proj_clip": 3, "use_skip_connections": True},
-         "char_cnn": {"embedding": {"dim": 4}, "filters": [[1, 8], [2, 8]], "n_highway": 1,
-                      "activation": "relu", "max_characters_per_token": 50,
-                      "n_characters": 262}}
-# Dropout 0 and a vocabulary (~300 words) below num_negatives (8192: full softmax) leave no
-# randomness in training but the initialisation and the batch order, both seeded.
-RECIPE = {"base": "tiny", "model": MODEL, "batch_size": 8, "window": 10, "dropout": 0.0}
 STEPS = 4
 
 

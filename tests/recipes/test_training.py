@@ -13,10 +13,9 @@ from elmo_tf.models.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo_config import ElmoConfig
 from elmo_tf.recipes import training
 from elmo_tf.recipes.recipe import Recipe
+from tests.recipes import MODEL as MODEL_OPTIONS
 
-MODEL = ElmoConfig(lstm_dim=16, projection_dim=8, n_layers=2, char_embedding_dim=4,
-                   filters=((1, 8), (2, 8)), cell_clip=3.0, proj_clip=3.0,
-                   use_skip_connections=True, n_highway=1)
+MODEL = ElmoConfig.from_options(MODEL_OPTIONS)
 RECIPE = Recipe("test", MODEL, mode="sentence", batch_size=16, dropout=0.0, epochs=1,
                 learning_rate=1.0)  # fast enough to show learning in 60 steps
 
