@@ -28,12 +28,13 @@ that computes that part's forward pass and its gradient:
     softmax    the sampled (or full) softmax and loss from a fixed top layer, gradient w.r.t.
                the softmax and the top layer
     fwd+bwd    the whole forward pass and every gradient (`train_step` minus the update)
-    update     `optimizer.apply` of those gradients (Adagrad with global-norm clipping)
+    update     `optimizer.apply` of those gradients (`elmo_tf.optimizers.SparseAdagrad` with
+               global-norm clipping, as `fit` uses it)
 
-each reported as a fraction of the median `fit` step measured in the same repeat. It also times
-a row-sparse update, as bilm-tf's TF1 Adagrad did it (TF's `clip_by_global_norm`, which keeps
-`tf.IndexedSlices`; duplicate rows summed; `ResourceSparseApplyAdagradV2` on the touched rows),
-to show what Keras's dense update costs. Repeats interleave all of this with a 2048^3 fp32 GEMM
+each reported as a fraction of the median `fit` step measured in the same repeat. As the
+baseline it also times `keras.optimizers.Adagrad`'s update of the same gradients (same
+settings, its own accumulators), which densifies the softmax's row-sparse gradient and updates
+every row of the table. Repeats interleave all of this with a 2048^3 fp32 GEMM
 probe of how much of the machine the process got (it is shared and noisy); the process's CPU
 seconds per step are recorded too (tokens per CPU-second are less sensitive to other
 processes). Figures are medians over repeats, with the best step too. `elmo_small` also trains
@@ -172,16 +173,6 @@ def finish(value):
             tf.reshape(t, [-1])[:1].numpy()
 
 
-def deduplicated(grad):
-    """A `tf.IndexedSlices` with each row once (duplicates summed), as TF1's sparse Adagrad
-    (`_apply_sparse_duplicate_indices`) did; other gradients unchanged."""
-    if not isinstance(grad, tf.IndexedSlices):
-        return grad
-    unique, positions = tf.unique(grad.indices)
-    values = tf.math.unsorted_segment_sum(grad.values, positions, tf.shape(unique)[0])
-    return tf.IndexedSlices(values, unique, grad.dense_shape)
-
-
 def kind(gradient):
     return "IndexedSlices" if isinstance(gradient, tf.IndexedSlices) else "dense Tensor"
 
@@ -260,17 +251,22 @@ def part_functions(lm, x, y):
     def update(grads):  # what fit's train_step does after the gradients
         lm.optimizer.apply(grads, lm.trainable_variables)
 
+    settings = lm.optimizer.get_config()
+    keras_adagrad = keras.optimizers.Adagrad(
+        settings["learning_rate"], initial_accumulator_value=settings[
+            "initial_accumulator_value"], global_clipnorm=settings["global_clipnorm"])
+    keras_adagrad.build(lm.trainable_variables)
+
     @tf.function
-    def sparse_update(grads):  # the alternative (on the same variables and accumulators)
-        row_sparse_adagrad(lm.optimizer, grads, lm.trainable_variables)
+    def keras_update(grads):  # the baseline (on the same variables)
+        keras_adagrad.apply(grads, lm.trainable_variables)
 
     with warnings.catch_warnings(record=True) as update_warnings:
         warnings.simplefilter("always")
         update(grads)
-    sparse_update(grads)
-    op_names = ("UnsortedSegmentSum", "ResourceScatterAdd", "ResourceScatterSub",
-                "AssignAddVariableOp", "AssignSubVariableOp", "ResourceSparseApplyAdagradV2",
-                "ResourceApplyAdagradV2")
+        keras_update(grads)
+    op_names = ("UnsortedSegmentSum", "ResourceScatterUpdate", "ResourceScatterSub",
+                "AssignAddVariableOp", "AssignSubVariableOp")
     densify = [str(w.message) for w in caught + update_warnings
                if "IndexedSlices" in str(w.message)]
     sparsity = {
@@ -282,11 +278,11 @@ def part_functions(lm, x, y):
             if gradient_kind == "IndexedSlices" else None),
         # Traced only (not run): what Keras's clipping makes of it.
         "after_keras_global_clipnorm": kind(tf.function(
-            lambda g: lm.optimizer._clip_gradients([g])[0]).get_concrete_function(
+            lambda g: keras_adagrad._clip_gradients([g])[0]).get_concrete_function(
                 grads[kernel_index]).structured_outputs),
         "update_graph_ops": graph_op_counts(update.get_concrete_function(grads), op_names),
-        "row_sparse_alternative_graph_ops": graph_op_counts(
-            sparse_update.get_concrete_function(grads), op_names),
+        "keras_adagrad_update_graph_ops": graph_op_counts(
+            keras_update.get_concrete_function(grads), op_names),
         "warnings_while_tracing_parts": sorted(set(densify)),
     }
     forward = embeddings[:batch]
@@ -297,56 +293,9 @@ def part_functions(lm, x, y):
         "softmax": lambda: finish(softmax(top)),
         "forward_backward": lambda: finish(forward_backward(x)),
         "update": lambda: finish(update(grads)),
-        "update_row_sparse_alternative": lambda: finish(sparse_update(grads)),
+        "update_keras_adagrad_baseline": lambda: finish(keras_update(grads)),
     }
     return functions, sparsity
-
-
-def row_sparse_adagrad(optimizer, grads, variables):
-    """The update as TF1's Adagrad made it for bilm-tf: global-norm clip with TF's
-    `clip_by_global_norm` (which keeps `tf.IndexedSlices`), then `ResourceSparseApplyAdagradV2`
-    on the rows an `IndexedSlices` gradient touches (duplicates summed first) and
-    `ResourceApplyAdagradV2` elsewhere, on `optimizer`'s own accumulators (Keras's Adagrad has
-    no row-sparse path: with an `IndexedSlices` gradient it still computes
-    `sqrt(accumulator + epsilon)` over the whole `[V, P]` accumulator)."""
-    clipped, _ = tf.clip_by_global_norm(grads, optimizer.global_clipnorm)
-    lr = tf.cast(optimizer.learning_rate, tf.float32)
-    epsilon = tf.constant(optimizer.epsilon, tf.float32)
-    for grad, variable in zip(clipped, variables):
-        accumulator = optimizer._accumulators[optimizer._get_variable_index(variable)]
-        var, acc = variable.value.handle, accumulator.value.handle
-        if isinstance(grad, tf.IndexedSlices):
-            grad = deduplicated(grad)
-            tf.raw_ops.ResourceSparseApplyAdagradV2(var=var, accum=acc, lr=lr, epsilon=epsilon,
-                                                    grad=grad.values, indices=grad.indices)
-        else:
-            tf.raw_ops.ResourceApplyAdagradV2(var=var, accum=acc, lr=lr, epsilon=epsilon,
-                                              grad=grad)
-    optimizer.iterations.assign_add(1)
-
-
-def sparse_update_check():
-    """The row-sparse alternative's update against Keras's (dense, as fit does it) on a small
-    variable with duplicate rows and clipping active: max |difference| of the weights after 3
-    steps (the two differ only in where epsilon goes: 1e-7 inside or outside the sqrt)."""
-    rng = np.random.default_rng(0)
-    start = rng.normal(size=(50, 8)).astype(np.float32)
-    grad = tf.IndexedSlices(tf.constant(rng.normal(size=(7, 8)).astype(np.float32) * 20),
-                            tf.constant([3, 7, 3, 3, 12, 7, 49]), tf.constant([50, 8]))
-    results = []
-    for sparse in (False, True):
-        w = keras.Variable(start)
-        opt = keras.optimizers.Adagrad(0.2, initial_accumulator_value=1.0, global_clipnorm=10.0)
-        opt.build([w])
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for _ in range(3):
-                if sparse:
-                    row_sparse_adagrad(opt, [grad], [w])
-                else:
-                    opt.apply([grad], [w])
-        results.append(w.numpy())
-    return float(np.abs(results[0] - results[1]).max())
 
 
 def peak_rss():
@@ -450,7 +399,7 @@ def run_config(name, replicas, repeats, quick):
         "vocabulary_size": config["vocabulary"], "num_negatives": recipe.num_negatives,
         "softmax": "sampled" if lm.samples_softmax else "full",
         "dropout": recipe.dropout,
-        "optimizer": {"name": "Adagrad", "learning_rate": recipe.learning_rate,
+        "optimizer": {"name": type(lm.optimizer).__name__, "learning_rate": recipe.learning_rate,
                       "initial_accumulator_value": recipe.initial_accumulator_value,
                       "global_clipnorm": recipe.clip_norm},
         "jit_compile": bool(lm.jit_compile),
@@ -502,14 +451,12 @@ def run_config(name, replicas, repeats, quick):
             "seconds_median": float(np.median(medians - np.array(samples["forward_backward"]))),
             "fraction_of_step": float(np.median(1 - np.array(samples["forward_backward"])
                                                 / medians))}
-        parts["update_keras_over_row_sparse_alternative"] = float(np.median(
-            np.array(samples["update"]) / np.array(samples["update_row_sparse_alternative"])))
+        parts["update_keras_adagrad_over_sparse_adagrad"] = float(np.median(
+            np.array(samples["update_keras_adagrad_baseline"]) / np.array(samples["update"])))
         result["breakdown"] = parts
         result["breakdown_trace_seconds"] = parts_trace_seconds
         result["sparse_gradient"] = sparsity
         result["sparse_gradient"]["warnings_while_tracing_fit"] = fit_densify_warnings
-        result["sparse_gradient"]["alternative_matches_dense_update_max_abs_diff"] = (
-            sparse_update_check())
     if bf16 is not None:
         bf16_step = np.array(samples["bf16_step"])
         result["mixed_bfloat16"] = {
@@ -657,9 +604,11 @@ def summarise(runs):
             summary[f"{name}_sparse_gradient"] = {
                 "from_tape": r["sparse_gradient"]["softmax_kernel_gradient_from_tape"],
                 "after_keras_global_clipnorm": r["sparse_gradient"]["after_keras_global_clipnorm"],
-                "update_seconds_dense": r["breakdown"]["update"]["seconds_median"],
-                "update_seconds_row_sparse_alternative":
-                    r["breakdown"]["update_row_sparse_alternative"]["seconds_median"],
+                "update_seconds_sparse_adagrad": r["breakdown"]["update"]["seconds_median"],
+                "update_seconds_keras_adagrad":
+                    r["breakdown"]["update_keras_adagrad_baseline"]["seconds_median"],
+                "keras_over_sparse_adagrad":
+                    r["breakdown"]["update_keras_adagrad_over_sparse_adagrad"],
                 "update_fraction_of_step": r["breakdown"]["update"]["fraction_of_step"]}
     return summary
 
@@ -669,16 +618,13 @@ def scaling_note(summary):
               for r in summary["two_over_one_replica"].values()]
     if ratios and all(abs(r - 1) < 0.05 for r in ratios):
         return ("With 2 replicas the loss Keras reports equals log(perplexity) "
-                "(reported_loss_over_log_perplexity_2_replicas ~ 1): "
-                "ElmoLanguageModel.compute_loss divides its loss by num_replicas_in_sync, as "
-                "Keras 3 expects (gradients are summed over replicas). At commit 967994c it did "
-                "not: the reported loss was 2x log(perplexity) and every update 2x the "
-                "single-replica one (one SGD step on the same global batch moved the weights "
-                "exactly 2x as far with 2 replicas).")
+                "(reported_loss_over_log_perplexity_2_replicas ~ 1): each replica's loss is "
+                "its NLL sum over the global batch's token count, as Keras 3 expects "
+                "(gradients are summed over replicas).")
     return ("With 2 replicas the loss Keras reports is not log(perplexity) (see "
-            "reported_loss_over_log_perplexity_2_replicas; 2 means it is not divided by "
-            "num_replicas_in_sync, so the summed gradients, and the updates, are "
-            "num_replicas times the single-replica ones).")
+            "reported_loss_over_log_perplexity_2_replicas; 2 means each replica's loss is "
+            "its own mean, so the summed gradients, and the updates, are num_replicas times "
+            "the single-replica ones).")
 
 
 def notes(summary):
@@ -703,30 +649,20 @@ def notes(summary):
          "ran before it (seconds_per_repeat); step_minus_forward_backward is the update as "
          "fit runs it, by difference."),
         ("Sparse gradient: the sampled softmax's gradient of softmax_kernel leaves the tape as "
-         "tf.IndexedSlices (about 8.5k distinct rows of 793,471), but Keras 3's "
-         "global_clipnorm (keras.src.optimizers.base_optimizer.clip_by_global_norm: "
-         "ops.square, v * scale) converts it to a dense [V, P] tensor (the UnsortedSegmentSum "
-         "ops and the 'Converting sparse IndexedSlices to a dense Tensor' warning), and "
-         "Adagrad then reads and writes the whole softmax and its accumulator every step "
-         "(elmo_original: 793471 x 512 float32 = 1.6 GB each, several such temporaries per "
-         "step: see peak_rss_bytes_by_stage). Even without global_clipnorm Keras 3's Adagrad "
-         "has no row-sparse path: it scatters the accumulator update but computes "
-         "sqrt(accumulator + epsilon) over the whole accumulator, and does not sum duplicate "
-         "rows first. update_row_sparse_alternative times what bilm-tf's TF1 Adagrad did "
-         "(TF's clip_by_global_norm keeps IndexedSlices; duplicates summed; "
-         "ResourceSparseApplyAdagradV2 on the touched rows): the same result up to where "
-         "epsilon sits (alternative_matches_dense_update_max_abs_diff)."),
+         "tf.IndexedSlices (softmax_kernel_gradient_unique_rows distinct rows of 793,471). "
+         "fit uses elmo_tf.optimizers.SparseAdagrad (update): it sums duplicate rows, clips by "
+         "the global norm of the replicas' summed gradient and updates only those rows "
+         "(ResourceScatterUpdate/ResourceScatterSub), as bilm-tf's TF1 Adagrad did. The "
+         "baseline, keras.optimizers.Adagrad with global_clipnorm "
+         "(update_keras_adagrad_baseline), densifies it in the clip (ops.square, v * scale: "
+         "UnsortedSegmentSum and the 'Converting sparse IndexedSlices to a dense Tensor' "
+         "warning) and computes sqrt(accumulator + epsilon) over the whole [V, P] accumulator "
+         "(793471 x 512 float32 = 1.6 GB) every step; it also clips each replica's part "
+         "before the cross-replica sum. update_keras_adagrad_over_sparse_adagrad is the ratio "
+         "of the two in the same repeats."),
         scaling_note(summary),
-        ("Keras 3 applies global_clipnorm to each replica's gradient before the cross-replica "
-         "sum (BaseOptimizer._backend_apply_gradients clips, then the TF optimizer's "
-         "_backend_update_step all-reduces), so with replicas the clip bounds each replica's "
-         "part, not the summed gradient as bilm-tf's clip of the averaged gradient did."),
-        ("make_strategy('mirrored', n) at commit 967994c called tf.config.list_logical_devices "
-         "before tf.config.set_logical_device_configuration; listing starts TensorFlow's "
-         "devices, so the split always failed on a CPU-only machine ('cannot split the CPU "
-         "into 2 logical devices: TensorFlow has already started'), even as the first "
-         "TensorFlow call. This benchmark splits the CPU itself before calling make_strategy, "
-         "which works with that version and with a fixed one."),
+        ("This benchmark splits the CPU into logical devices itself before calling "
+         "make_strategy (it must happen before TensorFlow starts its devices)."),
         "GPU figures are missing: no GPU on this machine.",
     ]
 

@@ -89,7 +89,11 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
     def ordered(dataset, seed):
         if not repeat:
             return dataset
-        return dataset.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+        # Made inside `flat_map`, the shuffle starts from `seed` in every iterator of the
+        # returned dataset: its order does not depend on how many iterators were opened before
+        # (Keras opens one to build the model under a strategy).
+        return tf.data.Dataset.range(1).flat_map(lambda _: dataset.shuffle(
+            shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat())
 
     if mode == "sentence":
         batches = ordered(with_boundaries, seed).bucket_by_sequence_length(

@@ -33,7 +33,7 @@ class BiLMStack(keras.layers.Layer):
     AllenNLP do: rows `0..batch-1` are read and overwritten, rows never seen start at zero, and
     `reset_states()` zeroes everything. The backward stack's kept state is the one after it read
     `<S>`. Under a `tf.distribute` strategy the kept state is per replica (an on-read variable):
-    each replica carries the rows of its own part of the batch.
+    each replica carries the rows of its own part of the batch. Saved weights leave it out.
 
     Args:
         n_layers: LSTM layers per direction.
@@ -171,6 +171,15 @@ class BiLMStack(keras.layers.Layer):
         if self.stateful:
             self.state_h.assign(tf.zeros_like(self.state_h))
             self.state_c.assign(tf.zeros_like(self.state_c))
+
+    # The kept state is the stack's only own variables. It is transient (bilm-tf restarts from
+    # zero state too) and per replica, so it is left out of saved weights: weights reload into
+    # any `max_batch_size` and any number of replicas, and a reloaded stack starts from zero.
+    def save_own_variables(self, store):
+        pass
+
+    def load_own_variables(self, store):
+        pass
 
     def compute_mask(self, token_embeddings, mask=None):
         return None  # the output has a layer axis; callers keep the [batch, time] mask

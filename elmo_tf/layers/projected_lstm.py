@@ -176,7 +176,7 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
         [tf.cast(layer.recurrent_kernel, dtype) for layer in layers],
         [tf.cast(layer.projection_kernel, dtype) for layer in layers],
         lengths, [s[0] for s in initial_states], [s[1] for s in initial_states],
-        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK)
+        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK, xla=_in_xla_context())
     # The shared tf.function generalises shapes across models; restore the static widths.
     outputs = [tf.ensure_shape(o, [None, None, layer.projection_dim])
                for o, layer in zip(outputs, layers)]
@@ -189,10 +189,16 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
 GATE_ROWS_PER_CHUNK = 384
 
 
+def _in_xla_context():
+    from tensorflow.python.ops import control_flow_util  # TF's own test of the same
+
+    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
+
+
 @tf.function(autograph=False, reduce_retracing=True)
 def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
                      lengths, initial_h, initial_c, cell_clip, proj_clip,
-                     gate_rows=GATE_ROWS_PER_CHUNK):
+                     gate_rows=GATE_ROWS_PER_CHUNK, xla=False):
     """The exact projected-LSTM recurrence for several independent directions in one loop.
 
     The input matmul `x_t @ W_x + B` is hoisted out of the per-step work: it runs once per chunk
@@ -206,6 +212,9 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         initial_h, initial_c: per direction, float32 `[batch, P]`, `[batch, C]`.
         cell_clip, proj_clip: Python floats or None.
         gate_rows: the most rows (steps x batch) of gate inputs one matmul computes.
+        xla: whether the caller is compiled with XLA (`jit_compile=True`). Unused but as a
+            separate trace: TF builds the gradient of a loop's branches differently under XLA,
+            and a trace made outside XLA (e.g. by `fit`) fails to compile inside it.
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,

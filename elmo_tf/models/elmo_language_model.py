@@ -49,6 +49,10 @@ class ElmoLanguageModel(keras.Model):
     A stateful backbone (stream batches) carries its LSTM state from batch to batch; `evaluate`
     starts and leaves it at zero.
 
+    Under a `tf.distribute` strategy the loss is still the mean over all the global batch's
+    tokens (the replicas sum their token counts), so N replicas train as one replica does on
+    the same global batch, whatever the lengths of each replica's sentences.
+
     Args:
         backbone: the `ElmoBackbone` to train.
         vocabulary_size: V, the softmax size.
@@ -57,8 +61,8 @@ class ElmoLanguageModel(keras.Model):
     Example:
     >>> backbone = ElmoBackbone(ElmoConfig.from_preset("small"), dropout=0.1)
     >>> lm = ElmoLanguageModel(backbone, vocabulary_size=50_000)
-    >>> lm.compile(optimizer=keras.optimizers.Adagrad(0.2, initial_accumulator_value=1.0,
-    ...                                               global_clipnorm=10.0))
+    >>> lm.compile(optimizer=elmo_tf.optimizers.SparseAdagrad(
+    ...     0.2, initial_accumulator_value=1.0, global_clipnorm=10.0))
     >>> lm.fit(elmo_tf.data.language_model_dataset(sentences, vocabulary, batch_size=64),
     ...        epochs=1)
     """
@@ -141,10 +145,13 @@ class ElmoLanguageModel(keras.Model):
         self.backward_perplexity.update_state(sums[1], counts[1])
         # Both directions have a target for the same number of tokens in every batch.
         self.perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
+        # Keras sums the replicas' gradients, so a replica's loss is its part of the global
+        # batch's mean: its NLL sum over the token count of all replicas.
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
         means = tf.math.divide_no_nan(sums, counts)
-        # Keras expects a replica's loss scaled by 1/replicas: gradients are summed over them.
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        return 0.5 * (means[0] + means[1]) / replicas
+        return 0.5 * (means[0] + means[1])
 
     def full_softmax_nll(self, outputs, targets):
         """Token NLLs under the full softmax; `outputs` `[n, P]`, `targets` int `[n]`.
@@ -160,6 +167,20 @@ class ElmoLanguageModel(keras.Model):
         rows = tf.concat([outputs, tf.cast(targets, tf.float32)[:, None]], 1)  # ids < 2**24
         max_rows = max(1, _MAX_LOGITS_PER_CHUNK // self.vocabulary_size)
         return map_in_chunks(nll, rows, max_rows, tf.TensorSpec([None], tf.float32))
+
+    def train_step(self, data):
+        return _multi_worker_logs(super().train_step(data))
+
+    def test_step(self, data):
+        return _multi_worker_logs(super().test_step(data))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        # Under a strategy Keras pulls a batch from a fresh iterator to build the model
+        # symbolically, which fails under MultiWorkerMirroredStrategy (it averages the int
+        # inputs across workers, keras-team/keras#20329). A built model needs no batch.
+        if self.built:
+            iterator = data_batch = None
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     def reset_states(self):
         """Zeroes a stateful backbone's carried LSTM state."""
@@ -184,3 +205,12 @@ class ElmoLanguageModel(keras.Model):
         config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
         return cls(**config)
 
+
+def _multi_worker_logs(logs):
+    """Keras reduces the step logs of MultiWorkerMirroredStrategy with a mean over axis 0, which
+    a scalar does not have (keras-team/keras#20585): give them one."""
+    strategy = tf.distribute.get_strategy()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) \
+            and strategy.extended._in_multi_worker_mode():
+        return {name: tf.reshape(value, [1]) for name, value in logs.items()}
+    return logs

@@ -12,8 +12,14 @@ An output directory holds one run:
 
 Keras's "epochs" in `fit` are checkpoint intervals here: a killed run restarted with the same
 command loads the newest complete checkpoint, skips the batches it had trained on (the batch
-stream is reproducible) and goes on, so it loses at most one interval. Checkpoints are written
-to a temporary name and renamed, so none is ever half-written.
+stream is reproducible) and goes on, so it loses at most one interval. The carried LSTM state
+of stream batches starts again from zero, as in bilm-tf. Checkpoints are written to a
+temporary name and renamed, so none is ever half-written.
+
+Under MultiWorkerMirroredStrategy every worker keeps the whole directory in its own `--output`
+(the weights are the same on all of them), so each can resume without a shared file system;
+only the chief writes TensorBoard logs. A shared `--output` works too: the workers write the
+same files.
 """
 
 import contextlib
@@ -24,8 +30,6 @@ import logging
 import math
 import os
 import re
-import shutil
-import tempfile
 import warnings
 
 import keras
@@ -38,6 +42,7 @@ from elmo_tf.data.vocabulary import Vocabulary, build_vocabulary
 from elmo_tf.files import write_atomically
 from elmo_tf.models.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo_language_model import ElmoLanguageModel
+from elmo_tf.optimizers import SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 
 BUILTIN_CORPUS = "builtin"
@@ -45,6 +50,7 @@ STRATEGIES = ("default", "mirrored", "multi-worker")
 MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 MAX_CHECKPOINT_INTERVAL = 1000
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
+_STAGED = ".weights.h5"  # the suffix of a checkpoint's staging file (`write_atomically`'s + it)
 logger = logging.getLogger("elmo_tf")
 
 
@@ -120,9 +126,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if recipe.batch_size % replicas:
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
                          f"the {replicas} replicas.")
-    chief = _is_chief(strategy)
     os.makedirs(output, exist_ok=True)
-    corpus, validation, best = _resolve_corpus(corpus, validation, output, seed, chief)
+    corpus, validation, best = _resolve_corpus(corpus, validation, output, seed)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
     keras.utils.set_random_seed(seed)
 
@@ -141,8 +146,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         size = previous["corpus_size"]
     else:
         vocab, size = _vocabulary_and_size(vocabulary, corpus, recipe, read)
-        if chief:
-            vocab.save(vocab_file)
+        vocab.save(vocab_file)
 
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     if recipe.mode == "stream":
@@ -155,9 +159,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     intervals = math.ceil(total / (checkpoint_every
                                    or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)))
     interval = math.ceil(total / intervals)
-    if chief:
-        _write_json(run_file, {"settings": settings, "corpus_size": size,
-                               "steps_per_epoch": steps_per_epoch, "best_perplexity": best})
+    _write_json(run_file, {"settings": settings, "corpus_size": size,
+                           "steps_per_epoch": steps_per_epoch, "best_perplexity": best})
 
     policy = MIXED_PRECISION[mixed_precision]
     with strategy.scope():
@@ -165,7 +168,10 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         lm.optimizer.build(lm.trainable_variables)
     checkpoints = os.path.join(output, "checkpoints")
     done = _restore(lm, checkpoints)
-    if done:
+    if done >= intervals * interval:
+        logger.info("%s has already trained its %d steps; writing its outputs again", output,
+                    done)
+    elif done:
         logger.info("resuming %s at step %d from %s", output, done, checkpoints)
 
     stats = CorpusStats()
@@ -186,12 +192,18 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         dataset = strategy.distribute_datasets_from_function(dataset_fn)
     else:
         dataset = dataset_fn(tf.distribute.InputContext())
+    if validation is not None and _multi_worker(strategy):
+        logger.warning("validation is not run under multi-worker training (the workers would "
+                       "need equal shares of it); run `elmo-tf evaluate --model %s --corpus %s` "
+                       "afterwards", output, validation)
+        validation = None
     validation_data = None
-    if validation is not None and not _multi_worker(strategy):
+    if validation is not None:
         validation_data = evaluation_dataset(validation, vocab, recipe, read)
-    callbacks = [keras.callbacks.TerminateOnNaN(),
-                 keras.callbacks.TensorBoard(os.path.join(output, "logs"), update_freq=50),
-                 _Checkpoint(checkpoints, chief)]
+    callbacks = [keras.callbacks.TerminateOnNaN(), _Checkpoint(checkpoints)]
+    if _is_chief(strategy):
+        callbacks.append(keras.callbacks.TensorBoard(os.path.join(output, "logs"),
+                                                     update_freq=min(50, interval)))
     logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
                 "checkpoint every %d steps", recipe.name, intervals * interval, steps_per_epoch,
                 pairs, size["sentences"], interval)
@@ -199,7 +211,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         history = lm.fit(dataset, epochs=intervals, initial_epoch=done // interval,
                          steps_per_epoch=interval, validation_data=validation_data,
                          callbacks=callbacks, verbose=verbose, shuffle=False)
-    stats.log()
+    if stats.as_dict()["lines_read"]:  # not when the run had nothing left to train
+        stats.log()
     logs = {k: v[-1] for k, v in history.history.items()} if history.history else {}
     if any(not math.isfinite(v) for v in logs.values()) or lm.stop_training:
         raise FloatingPointError(
@@ -214,15 +227,14 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             results["validation"] = evaluate_language_model(lm, validation, vocab, recipe, read)
     if best is not None:
         results["best_perplexity"] = best
-    if chief:
-        _write_outputs(lm, output, recipe, len(vocab), pairs)
+    _write_outputs(lm, output, recipe, len(vocab), pairs)
     results["output"] = output
     return results
 
 
 def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode), built and compiled
-    with the recipe's optimizer (Adagrad, global-norm clipping)."""
+    with the recipe's optimizer (`SparseAdagrad`, bilm-tf's Adagrad; global-norm clip)."""
     config = recipe.model
     backbone = ElmoBackbone(config, stateful=recipe.mode == "stream",
                             max_batch_size=recipe.batch_size // replicas,
@@ -232,7 +244,7 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
        else {"char_ids": ids})
     lm.reset_states()
-    lm.compile(optimizer=keras.optimizers.Adagrad(
+    lm.compile(optimizer=SparseAdagrad(
         recipe.learning_rate, initial_accumulator_value=recipe.initial_accumulator_value,
         global_clipnorm=recipe.clip_norm))
     return lm
@@ -249,8 +261,14 @@ def evaluation_dataset(corpus, vocabulary, recipe, read):
 def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
     """Full-softmax perplexities of `lm` on `corpus`: a dict of metrics."""
     with _quiet_end_of_data():
-        return lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read),
-                           return_dict=True, verbose=0)
+        results = lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read),
+                              return_dict=True, verbose=0)
+    if "perplexity" not in results:  # not one batch
+        batch = (f"{recipe.batch_size} rows of {recipe.window} tokens, each row a stream of "
+                 "whole sentences" if recipe.mode == "stream" else "a sentence")
+        raise ValueError(f"{corpus} is too small to evaluate: it does not fill one batch of "
+                         f"the recipe's {recipe.mode} batches ({batch}).")
+    return results
 
 
 def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
@@ -296,29 +314,24 @@ def _quiet_end_of_data():
 
 class _Checkpoint(keras.callbacks.Callback):
     """Saves model + optimizer at every Keras epoch end (a checkpoint interval), atomically;
-    keeps the last two. Every worker saves (reading per-replica state is collective); only the
-    chief's files are kept."""
+    keeps the last two."""
 
-    def __init__(self, directory, chief, keep=2):
+    def __init__(self, directory, keep=2):
         super().__init__()
-        self.directory, self.chief, self.keep = directory, chief, keep
+        self.directory, self.keep = directory, keep
 
     def on_epoch_end(self, epoch, logs=None):
         step = int(self.model.optimizer.iterations.numpy())
-        if not self.chief:
-            scratch = tempfile.mkdtemp()
-            self.model.save_weights(os.path.join(scratch, "ckpt.weights.h5"))
-            shutil.rmtree(scratch)
-            return
         path = os.path.join(self.directory, f"ckpt-{step:09d}.weights.h5")
         _save_weights_atomically(self.model, path)
         for old in _checkpoints(self.directory)[:-self.keep]:
-            os.remove(old[1])
+            with contextlib.suppress(FileNotFoundError):  # another worker's, in a shared dir
+                os.remove(old[1])
 
 
 def _save_weights_atomically(model, path):
     def write(tmp):
-        staged = tmp + ".weights.h5"  # Keras insists on the suffix
+        staged = tmp + _STAGED  # Keras insists on the suffix
         try:
             model.save_weights(staged)
             os.replace(staged, tmp)
@@ -339,7 +352,11 @@ def _checkpoints(directory):
 
 
 def _restore(lm, directory):
-    """Loads the newest checkpoint; returns its step (0 when there is none)."""
+    """Loads the newest checkpoint; returns its step (0 when there is none). Removes what a
+    killed save left behind."""
+    for staged in glob.glob(os.path.join(directory, "*.tmp" + _STAGED)):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(staged)
     found = _checkpoints(directory)
     if not found:
         return 0
@@ -357,11 +374,11 @@ def _write_outputs(lm, output, recipe, vocabulary_size, pairs):
     _save_weights_atomically(lm, os.path.join(output, "language_model.weights.h5"))
 
 
-def _resolve_corpus(corpus, validation, output, seed, chief):
+def _resolve_corpus(corpus, validation, output, seed):
     if corpus != BUILTIN_CORPUS:
         return corpus, validation, None
     directory = os.path.join(output, "corpus")
-    if chief and not os.path.exists(os.path.join(directory, "README.txt")):
+    if not os.path.exists(os.path.join(directory, "README.txt")):
         write_generated_corpus(directory, seed=seed)
     heldout = os.path.join(directory, "heldout", "*")
     return (os.path.join(directory, "train", "*"), validation or heldout,
@@ -414,6 +431,13 @@ def _write_json(path, value):
     write_atomically(path, write)
 
 
-def _difference(old, new):
-    keys = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-    return ", ".join(f"{k}: {old.get(k)!r} then, {new.get(k)!r} now" for k in keys)
+def _difference(old, new, prefix=""):
+    """The differing leaves of two nested dicts, e.g. `recipe.mode: 'stream' then, ...`."""
+    parts = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            parts.append(_difference(a, b, f"{prefix}{key}."))
+        elif a != b:
+            parts.append(f"{prefix}{key}: {a!r} then, {b!r} now")
+    return ", ".join(p for p in parts if p)

@@ -79,6 +79,29 @@ def test_stateful_carries_each_rows_state_and_resets():
     assert {v.name for v in stateful.non_trainable_weights} == {"state_h", "state_c"}
 
 
+def test_saved_weights_leave_out_the_kept_state(tmp_path):
+    # A stack trained with 2 rows of state per replica reloads into 4 rows, from zero state.
+    import keras
+
+    def model(max_batch_size):
+        inputs = keras.Input((None, P))
+        stack = _stack(stateful=True, max_batch_size=max_batch_size)
+        return keras.Model(inputs, stack(inputs)), stack
+
+    x = np.random.default_rng(7).standard_normal((2, 4, P)).astype(np.float32)
+    trained, _ = model(2)
+    first = trained(x).numpy()
+    trained(x)  # state is now non-zero
+    trained.save_weights(tmp_path / "stack.weights.h5")
+    reloaded, stack = model(4)
+    for lstm in stack.forward_layers + stack.backward_layers:
+        for v in lstm.weights:
+            v.assign(tf.zeros_like(v))
+    reloaded.load_weights(tmp_path / "stack.weights.h5")
+    assert not np.asarray(stack.state_h).any()
+    np.testing.assert_allclose(reloaded(x), first, atol=1e-6)
+
+
 def test_stateful_under_mixed_bfloat16_keeps_float32_state():
     stack = BiLMStack(1, C, P, stateful=True, max_batch_size=2, dtype="mixed_bfloat16")
     x = np.random.default_rng(6).standard_normal((2, 3, P)).astype(np.float32)

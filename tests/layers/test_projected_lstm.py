@@ -263,3 +263,20 @@ def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
     for row, length in enumerate([7, 4]):
         np.testing.assert_allclose(chunked[0][0][:, row], _reference_run(layer, x[:, row], length)[0],
                                    atol=1e-5)
+
+
+def test_gradient_compiles_with_xla_after_a_trace_without_it():
+    # The recurrence is one tf.function shared by every layer: a trace made outside XLA (as
+    # `fit` makes it) must not be reused inside a jit_compile function, whose gradient of the
+    # loop's branches TF builds differently.
+    layer = _layer()
+    x = tf.constant(np.random.default_rng(12).standard_normal((2, 5, IN)), tf.float32)
+
+    def grads():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x)[0] ** 2)
+        return tape.gradient(loss, layer.trainable_weights)
+
+    plain = tf.function(grads)()
+    for a, b in zip(tf.function(grads, jit_compile=True)(), plain):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,5 @@
+"""Optimizers."""
+
+from elmo_tf.optimizers.sparse_adagrad import SparseAdagrad
+
+__all__ = ["SparseAdagrad"]

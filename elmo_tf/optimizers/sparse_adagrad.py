@@ -1,0 +1,88 @@
+"""`SparseAdagrad`: Adagrad with bilm-tf's row-sparse updates and clipping of the summed
+gradient."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class SparseAdagrad(keras.optimizers.Adagrad):
+    """`keras.optimizers.Adagrad`'s update, made as bilm-tf's TF1 training made it.
+
+    The arithmetic is Keras's: `accumulator += g**2; variable -= lr * g / sqrt(accumulator +
+    epsilon)`. Two things differ:
+
+    * A row-sparse gradient (`tf.IndexedSlices`: the sampled softmax's gradient of its `[V, P]`
+      kernel, an embedding lookup's) updates only the rows it touches, after summing the
+      gradients of rows that appear more than once, as TF1's sparse Adagrad did. Keras densifies
+      it and takes the square root of the whole accumulator every step: for the released
+      793k-word softmax that is most of a CPU training step (`bench/results/training-cpu.json`).
+      Rows a step does not touch are unchanged either way (a zero gradient leaves both the
+      accumulator and the weights as they are), so the results are the same.
+    * `global_clipnorm` clips the gradient summed over the replicas of a `tf.distribute`
+      strategy, as bilm-tf clipped the average of its GPUs' gradients. Keras clips each
+      replica's part before the sum, so N replicas would not train as one replica on the same
+      global batch. The norm is that of the summed, deduplicated gradient. `clipnorm` and
+      `clipvalue` (per variable) keep Keras's meaning.
+
+    Args:
+        learning_rate, initial_accumulator_value, epsilon, global_clipnorm, and the rest:
+            as `keras.optimizers.Adagrad`.
+
+    Example:
+    >>> optimizer = SparseAdagrad(0.2, initial_accumulator_value=1.0, global_clipnorm=10.0)
+    >>> language_model.compile(optimizer=optimizer)   # bilm-tf's optimizer (the recipes')
+    """
+
+    def _clip_gradients(self, grads):
+        if self.global_clipnorm:
+            return grads  # after the cross-replica sum, in `_backend_update_step`
+        return super()._clip_gradients(grads)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        # Keras's TensorFlow `_backend_update_step` (sum over replicas, then one update per
+        # variable on every device), with deduplication and the global clip in between.
+        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+        pairs = self._all_reduce_sum_gradients(zip(grads, variables))
+        grads = [_deduplicated(g) for g, _ in pairs]
+        if self.global_clipnorm:
+            grads = _clipped_by_global_norm(grads, self.global_clipnorm)
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_tf_update_step, self._distribution_strategy,
+            list(zip(grads, (v for _, v in pairs))), learning_rate)
+
+    def update_step(self, gradient, variable, learning_rate):
+        if not isinstance(gradient, tf.IndexedSlices):
+            return super().update_step(gradient, variable, learning_rate)
+        accumulator = self._accumulators[self._get_variable_index(variable)]
+        values = tf.cast(gradient.values, variable.dtype)
+        rows = tf.gather(accumulator.value, gradient.indices) + tf.square(values)
+        self.assign(accumulator, tf.IndexedSlices(rows, gradient.indices, gradient.dense_shape))
+        step = tf.cast(learning_rate, variable.dtype) * values / tf.sqrt(rows + self.epsilon)
+        self.assign_sub(variable, tf.IndexedSlices(step, gradient.indices, gradient.dense_shape))
+
+
+def _deduplicated(gradient):
+    """An `IndexedSlices` with each row once (the values of repeated rows summed); any other
+    gradient as it is."""
+    if not isinstance(gradient, tf.IndexedSlices):
+        return gradient
+    indices, positions = tf.unique(gradient.indices)
+    values = tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(indices)[0])
+    return tf.IndexedSlices(values, indices, gradient.dense_shape)
+
+
+def _clipped_by_global_norm(grads, clip_norm):
+    """`grads` scaled by `min(1, clip_norm / global norm)`, `IndexedSlices` kept sparse (their
+    rows must be unique for the norm to be the dense one). A non-finite norm makes every
+    gradient NaN, as Keras's clip does, so `TerminateOnNaN` stops the run."""
+    parts = [g.values if isinstance(g, tf.IndexedSlices) else g for g in grads]
+    norm = tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(tf.cast(p, tf.float32))) for p in parts]))
+    scale = clip_norm * tf.minimum(1.0 / norm, 1.0 / clip_norm) + (norm - norm)
+
+    def scaled(g):
+        if isinstance(g, tf.IndexedSlices):
+            return tf.IndexedSlices(g.values * tf.cast(scale, g.dtype), g.indices, g.dense_shape)
+        return g * tf.cast(scale, g.dtype)
+
+    return [scaled(g) for g in grads]
