@@ -10,6 +10,7 @@
 """
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -38,24 +39,30 @@ def quiet_tensorflow_startup():
 def main(argv=None):
     parser = _parser()
     args = parser.parse_args(argv)
-    _show_library_log()
-    try:
-        return args.run(args)
-    except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
-        parser.exit(2, f"{PROG}: error: {error}\n")
-    except KeyboardInterrupt:
-        parser.exit(130, f"{PROG}: interrupted; nothing was written.\n")
+    with _library_log_on_stderr():
+        try:
+            return args.run(args)
+        except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
+            parser.exit(2, f"{PROG}: error: {error}\n")
+        except KeyboardInterrupt:
+            parser.exit(130, f"{PROG}: interrupted; nothing was written.\n")
 
 
-def _show_library_log():
-    """The library's INFO messages (resuming, steps per pass, skipped corpus lines) on stderr."""
+@contextlib.contextmanager
+def _library_log_on_stderr():
+    """The library's INFO messages (resuming, steps per pass, skipped corpus lines) on stderr,
+    while a command runs; the logger is left as it was."""
     log = logging.getLogger("elmo_tf")
-    if not log.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
-        log.addHandler(handler)
-        log.setLevel(logging.INFO)
-        log.propagate = False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"{PROG}: %(message)s"))
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 def _parser():

@@ -179,7 +179,7 @@ class BiLMStack(keras.layers.Layer):
         pass
 
     def load_own_variables(self, store):
-        pass
+        self.reset_states()
 
     def compute_mask(self, token_embeddings, mask=None):
         return None  # the output has a layer axis; callers keep the [batch, time] mask

@@ -50,8 +50,9 @@ class ElmoLanguageModel(keras.Model):
     starts and leaves it at zero.
 
     Under a `tf.distribute` strategy the loss is still the mean over all the global batch's
-    tokens (the replicas sum their token counts), so N replicas train as one replica does on
-    the same global batch, whatever the lengths of each replica's sentences.
+    tokens (the replicas sum their token counts), whatever the lengths of each replica's
+    sentences: without dropout and with the full softmax, N replicas train as one replica on
+    the same global batch (each replica draws its own negatives and dropout masks).
 
     Args:
         backbone: the `ElmoBackbone` to train.
@@ -178,7 +179,9 @@ class ElmoLanguageModel(keras.Model):
         # Under a strategy Keras pulls a batch from a fresh iterator to build the model
         # symbolically, which fails under MultiWorkerMirroredStrategy (it averages the int
         # inputs across workers, keras-team/keras#20329). A built model needs no batch.
-        if self.built:
+        compiled = [getattr(self, name, None) for name in ("_compile_metrics", "_compile_loss")]
+        if all(layer.built for layer in self._flatten_layers()) \
+                and all(c is None or c.built for c in compiled):
             iterator = data_batch = None
         super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 

@@ -16,9 +16,11 @@ class SparseAdagrad(keras.optimizers.Adagrad):
       kernel, an embedding lookup's) updates only the rows it touches, after summing the
       gradients of rows that appear more than once, as TF1's sparse Adagrad did. Keras densifies
       it and takes the square root of the whole accumulator every step: for the released
-      793k-word softmax that is most of a CPU training step (`bench/results/training-cpu.json`).
-      Rows a step does not touch are unchanged either way (a zero gradient leaves both the
-      accumulator and the weights as they are), so the results are the same.
+      793k-word softmax its update is 6x (elmo_original) to 10x (elmo_small) slower on CPU, 40 %
+      of an elmo_original step (`bench/results/training-cpu.json`). Rows a step does not touch
+      are unchanged either way (a zero gradient leaves both the accumulator and the weights as
+      they are), so the results are the same. (Under `mixed_float16`, Keras's
+      `LossScaleOptimizer` still densifies the gradient to check that it is finite.)
     * `global_clipnorm` clips the gradient summed over the replicas of a `tf.distribute`
       strategy, as bilm-tf clipped the average of its GPUs' gradients. Keras clips each
       replica's part before the sum, so N replicas would not train as one replica on the same
@@ -43,7 +45,7 @@ class SparseAdagrad(keras.optimizers.Adagrad):
         # Keras's TensorFlow `_backend_update_step` (sum over replicas, then one update per
         # variable on every device), with deduplication and the global clip in between.
         variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-        pairs = self._all_reduce_sum_gradients(zip(grads, variables))
+        pairs = list(self._all_reduce_sum_gradients(list(zip(grads, variables))))
         grads = [_deduplicated(g) for g, _ in pairs]
         if self.global_clipnorm:
             grads = _clipped_by_global_norm(grads, self.global_clipnorm)

@@ -17,9 +17,9 @@ of stream batches starts again from zero, as in bilm-tf. Checkpoints are written
 temporary name and renamed, so none is ever half-written.
 
 Under MultiWorkerMirroredStrategy every worker keeps the whole directory in its own `--output`
-(the weights are the same on all of them), so each can resume without a shared file system;
-only the chief writes TensorBoard logs. A shared `--output` works too: the workers write the
-same files.
+(the weights are the same on all of them), so each can resume without a shared file system
+(the workers resume from the newest checkpoint they all have); only the chief writes
+TensorBoard logs. Give each worker its own `--output`.
 """
 
 import contextlib
@@ -102,7 +102,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         seed: seeds the initialisation, dropout, sampling and the batch order.
         mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
             softmax and loss stay float32).
-        validation: a corpus evaluated (full softmax) at every checkpoint and at the end.
+        validation: a corpus evaluated (full softmax) at every checkpoint and at the end (not
+            under multi-worker training: run `evaluate` afterwards).
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
         verbose: Keras `fit` verbosity.
@@ -167,7 +168,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         lm = build_language_model(recipe, len(vocab), replicas, policy)
         lm.optimizer.build(lm.trainable_variables)
     checkpoints = os.path.join(output, "checkpoints")
-    done = _restore(lm, checkpoints)
+    done = _restore(lm, checkpoints, strategy)
     if done >= intervals * interval:
         logger.info("%s has already trained its %d steps; writing its outputs again", output,
                     done)
@@ -321,6 +322,8 @@ class _Checkpoint(keras.callbacks.Callback):
         self.directory, self.keep = directory, keep
 
     def on_epoch_end(self, epoch, logs=None):
+        if self.model.stop_training:  # TerminateOnNaN: keep the last good checkpoint
+            return
         step = int(self.model.optimizer.iterations.numpy())
         path = os.path.join(self.directory, f"ckpt-{step:09d}.weights.h5")
         _save_weights_atomically(self.model, path)
@@ -351,17 +354,25 @@ def _checkpoints(directory):
     return sorted(found)
 
 
-def _restore(lm, directory):
-    """Loads the newest checkpoint; returns its step (0 when there is none). Removes what a
-    killed save left behind."""
-    for staged in glob.glob(os.path.join(directory, "*.tmp" + _STAGED)):
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(staged)
-    found = _checkpoints(directory)
-    if not found:
+def _restore(lm, directory, strategy):
+    """Loads the newest checkpoint (under multi-worker: the newest every worker has); returns
+    its step (0 when there is none). Removes what a killed save left behind."""
+    for pattern in ("*.tmp", "*.tmp" + _STAGED):
+        for staged in glob.glob(os.path.join(directory, pattern)):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(staged)
+    found = dict(_checkpoints(directory))
+    step = max(found, default=0)
+    if _multi_worker(strategy):  # a worker killed while saving may lack the newest one
+        newest = strategy.experimental_distribute_values_from_function(
+            lambda context: tf.constant([step], tf.int64))
+        step = int(tf.reduce_min(strategy.gather(newest, axis=0)))
+    if not step:
         return 0
-    step, path = found[-1]
-    lm.load_weights(path)
+    if step not in found:
+        raise ValueError(f"{directory} lacks ckpt-{step:09d}.weights.h5, the newest checkpoint "
+                         "the other workers have; restore it from another worker's --output.")
+    lm.load_weights(found[step])
     lm.reset_states()
     return step
 

@@ -6,8 +6,9 @@ with `MirroredStrategy` over logical CPU devices, in one process.
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its mode) it writes
 `OUTPUT_BASE/<mode>-default` and `OUTPUT_BASE/<mode>-mirrored` (a checkpoint every 2 steps) and
-prints one JSON line, `RESULTS {mode: {strategy: {"steps", "train"}}}`: "train" holds the
-training metrics of the last checkpoint interval (its last 2 steps).
+prints one JSON line, `RESULTS {mode: {strategy: {"steps", "train"}}, "sparse_adagrad": x}`:
+"train" holds the training metrics of the last checkpoint interval (its last 2 steps), x is
+`sparse_adagrad_difference`'s.
 """
 
 import json
@@ -34,7 +35,51 @@ def main(corpus, base, steps, *recipe_files):
                                     steps=int(steps), seed=0, checkpoint_every=2, verbose=0)
             results.setdefault(recipe.mode, {})[name] = {
                 "steps": result["steps"], "train": result["train"]}
+    results["sparse_adagrad"] = sparse_adagrad_difference(mirrored)
     print("RESULTS " + json.dumps(results), flush=True)
+
+
+def sparse_adagrad_difference(mirrored):
+    """The largest |difference| between a table updated by `SparseAdagrad` under 2 mirrored
+    replicas, each with its own row-sparse gradient (rows repeated within and across the
+    replicas), and one updated under the default strategy with both replicas' gradients as one
+    (what the cross-replica sum must give); 3 steps, each clipped (norm ~20, clip 1)."""
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from elmo_tf.optimizers import SparseAdagrad
+
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(30, 4)).astype("float32")
+    indices = tf.constant([[1, 5, 1, 9], [5, 20, 2, 1]])  # [replica, row]
+    steps = [tf.constant(rng.normal(size=(2, 4, 4)) * 5, tf.float32) for _ in range(3)]
+
+    def per_replica(values):
+        replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+        return tf.IndexedSlices(tf.gather(values, replica), tf.gather(indices, replica),
+                                tf.constant([30, 4]))
+
+    def as_one(values):
+        return tf.IndexedSlices(tf.reshape(values, [-1, 4]), tf.reshape(indices, [-1]),
+                                tf.constant([30, 4]))
+
+    tables = []
+    for strategy, gradient in ((mirrored, per_replica), (tf.distribute.get_strategy(), as_one)):
+        with strategy.scope():
+            table = keras.Variable(start)
+            optimizer = SparseAdagrad(0.2, global_clipnorm=1.0)
+            optimizer.build([table])
+
+        @tf.function
+        def step(values):
+            strategy.run(lambda v: optimizer.apply([gradient(v)], [table]), args=(values,))
+
+        for values in steps:
+            step(values)
+        tables.append(table.numpy())
+    assert np.abs(tables[0] - start).max() > 1e-2  # it did train
+    return float(np.abs(tables[0] - tables[1]).max())
 
 
 if __name__ == "__main__":

@@ -13,11 +13,10 @@ import subprocess
 import sys
 import time
 
-import h5py
 import numpy as np
 import pytest
 
-from tests.recipes import RECIPE
+from tests.recipes import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 4
@@ -25,15 +24,6 @@ STEPS = 4
 
 def _env(**extra):
     return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
-
-
-def _weights(path):
-    """{dataset path: array} of an hdf5 file."""
-    values = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, item: values.__setitem__(name, item[()])
-                     if isinstance(item, h5py.Dataset) else None)
-    return values
 
 
 def _write_recipe(path, **overrides):
@@ -79,7 +69,7 @@ def _compare(base, results, mode, *, loss_rtol, weight_rtol, weight_atol):
     # replica, is not saved).
     for name in ("weights.hdf5", "language_model.weights.h5",
                  "checkpoints/ckpt-000000002.weights.h5"):
-        values, other = _weights(one / name), _weights(two / name)
+        values, other = h5_values(one / name), h5_values(two / name)
         assert values.keys() == other.keys(), name
         for key, value in values.items():
             np.testing.assert_allclose(other[key], value, rtol=weight_rtol, atol=weight_atol,
@@ -106,6 +96,30 @@ def test_mirrored_sentence_training_equals_one_replica(strategy_runs):
     _compare(base, results, "sentence", loss_rtol=1e-5, weight_rtol=1e-5, weight_atol=1e-5)
 
 
+def test_sparse_adagrad_sums_the_replicas_row_sparse_gradients_then_clips(strategy_runs):
+    # The training runs above use the full softmax (dense gradients); the sampled softmax's
+    # row-sparse gradient goes through the same optimizer here.
+    _, results = strategy_runs
+    assert results["sparse_adagrad"] < 1e-6
+
+
+def test_a_mirrored_stream_run_evaluates_as_the_one_replica_run(strategy_runs, corpus,
+                                                                 tmp_path):
+    # Saved weights leave out the per-replica LSTM state, so `evaluate` (one replica) reloads a
+    # 2-replica run; and a corpus that fills no batch is a clear error.
+    from elmo_tf.recipes.training import evaluate
+
+    base, _ = strategy_runs
+    one = evaluate(str(base / "stream-default"), corpus["train"])
+    two = evaluate(str(base / "stream-mirrored"), corpus["train"])
+    assert one.keys() == two.keys()
+    for key, value in one.items():
+        np.testing.assert_allclose(two[key], value, rtol=1e-5, err_msg=key)
+    (tmp_path / "one.txt").write_text("the cat sleeps\n")
+    with pytest.raises(ValueError, match="too small to evaluate.*8 rows of 10 tokens"):
+        evaluate(str(base / "stream-default"), str(tmp_path / "one.txt"))
+
+
 def _free_ports(count):
     sockets = [socket.socket() for _ in range(count)]
     try:
@@ -124,17 +138,18 @@ def _excerpt(output):
     return head + output[-2000:]
 
 
-def test_multi_worker_trains_with_two_local_workers(tmp_path, corpus):
-    recipe = _write_recipe(tmp_path / "R.json")
+def _run_workers(tmp_path, recipe, corpus, *args, name):
+    """`elmo-tf train` as two local workers of one cluster; returns their logs (both must exit
+    0). Each worker's --output is `tmp_path/out_<index>`."""
     ports = _free_ports(2)
     cluster = {"worker": [f"localhost:{port}" for port in ports]}
     workers = []
     for index in range(2):
         tf_config = {"cluster": cluster, "task": {"type": "worker", "index": index}}
         command = [sys.executable, "-m", "elmo_tf.cli", "train", "--recipe", str(recipe),
-                   "--corpus", corpus["train"], "--output", str(tmp_path / f"out_{index}"),
-                   "--strategy", "multi-worker", "--steps", "3"]
-        with open(tmp_path / f"worker_{index}.log", "w") as log:  # the child keeps its copy
+                   "--corpus", corpus, "--output", str(tmp_path / f"out_{index}"),
+                   "--strategy", "multi-worker", *args]
+        with open(tmp_path / f"{name}_{index}.log", "w") as log:  # the child keeps its copy
             workers.append(subprocess.Popen(
                 command, cwd=ROOT, env=_env(TF_CONFIG=json.dumps(tf_config)), stdout=log,
                 stderr=subprocess.STDOUT))
@@ -152,22 +167,45 @@ def test_multi_worker_trains_with_two_local_workers(tmp_path, corpus):
             if process.poll() is None:
                 process.kill()
             process.wait()
-    outputs = [(tmp_path / f"worker_{i}.log").read_text(errors="replace") for i in range(2)]
+    outputs = [(tmp_path / f"{name}_{i}.log").read_text(errors="replace") for i in range(2)]
     report = "\n".join(f"--- worker {i} (exit {p.returncode}):\n{_excerpt(out)}"
                        for i, (p, out) in enumerate(zip(workers, outputs)))
     assert [p.returncode for p in workers] == [0, 0], report
-    # Each worker keeps the whole run in its own --output (so it can resume without a shared
-    # file system), with the same weights; only the chief writes TensorBoard logs.
-    for index, output in enumerate(outputs):
-        assert "trained 3 steps" in output, report
-        directory = tmp_path / f"out_{index}"
-        for name in ("weights.hdf5", "options.json", "vocab.txt", "run.json",
-                     "language_model.weights.h5", "checkpoints/ckpt-000000003.weights.h5"):
-            assert (directory / name).exists(), (name, report)
+    return outputs, report
+
+
+def _assert_same_model(tmp_path):
     for name in ("weights.hdf5", "language_model.weights.h5"):
-        chief, other = _weights(tmp_path / "out_0" / name), _weights(tmp_path / "out_1" / name)
+        chief, other = h5_values(tmp_path / "out_0" / name), h5_values(tmp_path / "out_1" / name)
         assert chief.keys() == other.keys()
         for key, value in chief.items():
             assert np.isfinite(value).all(), key
             np.testing.assert_array_equal(other[key], value, err_msg=f"{name}: {key}")
+
+
+def test_multi_worker_trains_and_resumes_with_two_local_workers(tmp_path, corpus):
+    recipe = _write_recipe(tmp_path / "R.json")
+    command = (tmp_path, recipe, corpus["train"], "--steps", "4", "--checkpoint-every", "2")
+    outputs, report = _run_workers(*command, name="first")
+    # Each worker keeps the whole run in its own --output (so it can resume without a shared
+    # file system), with the same weights; only the chief writes TensorBoard logs.
+    for index, output in enumerate(outputs):
+        assert "trained 4 steps" in output, report
+        directory = tmp_path / f"out_{index}"
+        for name in ("weights.hdf5", "options.json", "vocab.txt", "run.json",
+                     "language_model.weights.h5", "checkpoints/ckpt-000000004.weights.h5"):
+            assert (directory / name).exists(), (name, report)
+    _assert_same_model(tmp_path)
     assert (tmp_path / "out_0" / "logs").is_dir() and not (tmp_path / "out_1" / "logs").exists()
+
+    # Worker 1 as if killed while writing its step-4 checkpoint: both must resume from step 2,
+    # the newest checkpoint they both have, and end with the same model again.
+    checkpoints = tmp_path / "out_1" / "checkpoints"
+    (checkpoints / "ckpt-000000004.weights.h5").rename(
+        checkpoints / "ckpt-000000004.weights.h5.x1y2.tmp")
+    outputs, report = _run_workers(*command, name="again")
+    for output in outputs:
+        assert "at step 2 from" in output and "trained 4 steps" in output, report
+    assert sorted(os.listdir(checkpoints)) == ["ckpt-000000002.weights.h5",
+                                               "ckpt-000000004.weights.h5"]
+    _assert_same_model(tmp_path)

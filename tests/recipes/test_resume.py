@@ -15,7 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
-from tests.recipes import RECIPE
+from tests.recipes import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS, EVERY = 12, 4
@@ -37,15 +37,6 @@ def _run(command, timeout=240):
 def _checkpoint_steps(directory):
     names = os.listdir(directory) if os.path.isdir(directory) else []
     return sorted(int(m.group(1)) for m in map(CHECKPOINT.fullmatch, names) if m)
-
-
-def _weights(path):
-    """{dataset path: array} of an hdf5 file."""
-    values = {}
-    with h5py.File(path, "r") as f:
-        f.visititems(lambda name, item: values.__setitem__(name, item[()])
-                     if isinstance(item, h5py.Dataset) else None)
-    return values
 
 
 def _epochs(stdout):
@@ -140,7 +131,7 @@ def test_the_same_command_resumes_the_killed_run(resumed):
 def test_the_resumed_model_equals_an_uninterrupted_run(resumed):
     run, reference = resumed["output"], resumed["reference"]
     for name in ("weights.hdf5", "language_model.weights.h5"):
-        got, want = _weights(run / name), _weights(reference / name)
+        got, want = h5_values(run / name), h5_values(reference / name)
         assert got.keys() == want.keys(), name
         for key in want:
             if resumed["mode"] == "sentence":
@@ -158,7 +149,7 @@ def test_the_resumed_model_equals_an_uninterrupted_run(resumed):
                 # uninterrupted run is also given zero state at that step.
                 np.testing.assert_allclose(got[key], want[key], rtol=0, atol=5e-3,
                                            err_msg=f"{name}: {key}")
-    assert int(_weights(run / "language_model.weights.h5")["optimizer/vars/0"]) == STEPS
+    assert int(h5_values(run / "language_model.weights.h5")["optimizer/vars/0"]) == STEPS
 
 
 def test_running_a_finished_command_again_does_not_retrain(resumed):
@@ -168,7 +159,7 @@ def test_running_a_finished_command_again_does_not_retrain(resumed):
     output = resumed["output"]
     checkpoints = output / "checkpoints"
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in checkpoints.iterdir()}
-    weights = _weights(output / "language_model.weights.h5")
+    weights = h5_values(output / "language_model.weights.h5")
     again = _run(_command(resumed["recipe"], resumed["corpus"], output))
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"trained {STEPS} steps" in again.stdout
@@ -176,7 +167,7 @@ def test_running_a_finished_command_again_does_not_retrain(resumed):
     after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in checkpoints.iterdir()}
     assert after == before  # no checkpoint written, none removed
     assert "has already trained its 12 steps" in again.stderr, again.stderr[-2000:]
-    for key, value in _weights(output / "language_model.weights.h5").items():
+    for key, value in h5_values(output / "language_model.weights.h5").items():
         np.testing.assert_array_equal(value, weights[key], err_msg=key)
 
 

@@ -3,6 +3,7 @@ input gives clear errors."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
 
@@ -69,6 +70,21 @@ def test_evaluate_reports_the_full_softmax_perplexities(trained, corpus):
         np.testing.assert_allclose(evaluated[key], results["validation"][key], rtol=1e-4)
     assert evaluated["average_perplexity"] == pytest.approx(
         0.5 * (evaluated["forward_perplexity"] + evaluated["backward_perplexity"]))
+
+
+def test_a_run_stopped_by_a_nan_loss_writes_no_checkpoint(tmp_path):
+    # TerminateOnNaN stops fit, which still ends the epoch: the last good checkpoint must stay
+    # the newest, the one a restart resumes from.
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    checkpoint = training._Checkpoint(str(tmp_path))
+    checkpoint.set_model(model)
+    checkpoint.on_epoch_end(0, {"loss": 1.0})
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-000000000.weights.h5"]
+    model.fit(np.ones((1, 2)), np.ones((1, 1)), verbose=0)  # step 1
+    model.stop_training = True  # what TerminateOnNaN sets
+    checkpoint.on_epoch_end(1, {"loss": float("nan")})
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt-000000000.weights.h5"]
 
 
 def _cli_error(capsys, *argv):
