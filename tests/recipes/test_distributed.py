@@ -32,14 +32,6 @@ def _write_recipe(path, **overrides):
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    from elmo_tf.data.generated_corpus import write_generated_corpus
-
-    return write_generated_corpus(tmp_path_factory.mktemp("corpus"), n_sentences=400,
-                                  n_heldout=10, n_shards=2)
-
-
-@pytest.fixture(scope="module")
 def strategy_runs(tmp_path_factory, corpus):
     """Both modes, each trained with the default strategy and with 2 mirrored replicas, in one
     subprocess (`tests/recipes/strategy_runs.py`)."""

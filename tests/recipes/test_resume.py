@@ -45,14 +45,6 @@ def _epochs(stdout):
     return [int(i) for i in re.findall(r"Epoch (\d+)/\d+", stdout)]
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    from elmo_tf.data.generated_corpus import write_generated_corpus
-
-    return write_generated_corpus(tmp_path_factory.mktemp("corpus"), n_sentences=400,
-                                  n_heldout=10, n_shards=2)
-
-
 @pytest.fixture(scope="module", params=["sentence", "stream"])
 def resumed(request, tmp_path_factory, corpus):
     """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
