@@ -5,6 +5,15 @@ import os
 import pathlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# On a GPU: TensorFlow takes all of its memory by default, and every subprocess a test starts
+# would then fail to start; and it runs float32 matmuls as TF32 (10-bit mantissas) on Ampere and
+# newer, which parity checks at 1e-5 cannot allow. Both settings reach the subprocesses too.
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
+# Tests of training logic that compare runs across processes (resuming, replicas, workers) run
+# their subprocesses on the CPU: on a GPU they would share one device (two workers' collectives
+# abort there) and its non-deterministic reductions.
+CPU_ONLY_ENV = {"CUDA_VISIBLE_DEVICES": ""}
 
 import h5py  # noqa: E402
 import pytest  # noqa: E402
@@ -13,6 +22,14 @@ from tests import reference  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BILM_TF = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_tf32():
+    """Full float32 matmuls on GPUs for the whole session (see NVIDIA_TF32_OVERRIDE above)."""
+    import tensorflow as tf
+
+    tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,7 @@ BOW_CHAR = 258
 EOW_CHAR = 259
 PAD_CHAR = 260
 MAX_CHARACTERS_PER_TOKEN = 50
+N_CHAR_IDS = PAD_CHAR + 2  # shifted ids 0 (a padding token) to 261: the char CNN's table
 
 BOS_TOKEN = "<S>"
 EOS_TOKEN = "</S>"

@@ -15,7 +15,7 @@ from elmo_tf.layers.chunking import map_in_chunks
 SERVING_ROWS_PER_CHUNK = 256
 
 
-def export_saved_model(embedding, export_base, version=None, gpu_only=False):
+def export_saved_model(embedding, export_base, version=None):
     """Writes `embedding` as a SavedModel in `export_base/<version>/`, atomically.
 
     The SavedModel stands in for TF Hub's `google/elmo/3` (spec §5) and serves with TF Serving:
@@ -33,8 +33,7 @@ def export_saved_model(embedding, export_base, version=None, gpu_only=False):
       for both values of `training`; `variables`; `trainable_variables` (the mix, plus the biLM
       when `embedding.fine_tune`); `regularization_losses` (the mix's L2 penalty, if any).
 
-    The graph holds core TensorFlow ops only: no tensorflow-text and no cuDNN op (a backbone with
-    `implementation="cudnn"` is refused unless `gpu_only=True` asks for a GPU-only export).
+    The graph holds core TensorFlow ops only: no tensorflow-text, no cuDNN, no XLA-only op.
     Requests run through the model `SERVING_ROWS_PER_CHUNK` sentences at a time, so the model's
     intermediate tensors stay the size of one such chunk however large the batch; the outputs
     themselves grow with batch x max_len.
@@ -45,7 +44,6 @@ def export_saved_model(embedding, export_base, version=None, gpu_only=False):
             a stateless backbone.
         export_base: the model's base directory, as TF Serving expects (`export_base/1/`, ...).
         version: the version directory to create; by default one more than the highest there.
-        gpu_only: allow a cuDNN backbone, whose export runs only where a GPU is.
 
     Returns:
         The path of the new version directory. Nothing is left behind if the export fails.
@@ -55,7 +53,7 @@ def export_saved_model(embedding, export_base, version=None, gpu_only=False):
     >>> export_saved_model(elmo, "serving/elmo")
     'serving/elmo/1'
     """
-    _check_exportable(embedding, gpu_only)
+    _check_exportable(embedding)
     export_base = os.fspath(export_base)
     os.makedirs(export_base, exist_ok=True)
     if version is None:
@@ -79,7 +77,7 @@ def export_saved_model(embedding, export_base, version=None, gpu_only=False):
     return target
 
 
-def _check_exportable(embedding, gpu_only):
+def _check_exportable(embedding):
     from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
     if not isinstance(embedding, ElmoEmbedding):
@@ -94,10 +92,6 @@ def _check_exportable(embedding, gpu_only):
                         "depend on the other requests in its batch)")
     if embedding.backbone.stateful:
         problems.append("a stateful backbone (served vectors must not depend on earlier requests)")
-    if embedding.backbone.implementation != "exact" and not gpu_only:
-        problems.append(f"implementation={embedding.backbone.implementation!r} puts GPU-only ops in "
-                        "the graph (pass gpu_only=True to mean it, or build the backbone with "
-                        "implementation='exact')")
     if problems:
         raise ValueError("cannot export this ElmoEmbedding: " + "; ".join(problems) + ".")
 

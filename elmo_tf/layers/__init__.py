@@ -4,12 +4,12 @@ from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.char_cnn import CharCNN
 from elmo_tf.layers.highway import Highway
-from elmo_tf.layers.projected_lstm import ProjectedLSTM, elmo_to_cudnn_canonical
+from elmo_tf.layers.projected_lstm import ProjectedLSTM
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
 from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 
 __all__ = [
     "AddSentenceBoundaries", "BiLMStack", "CharCNN", "Highway", "ProjectedLSTM",
-    "RemoveSentenceBoundaries", "ScalarMix", "TokensToCharIds", "elmo_to_cudnn_canonical",
+    "RemoveSentenceBoundaries", "ScalarMix", "TokensToCharIds",
 ]

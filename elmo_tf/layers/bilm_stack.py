@@ -6,7 +6,7 @@ import tensorflow as tf
 from elmo_tf.layers.masking import sequence_lengths
 from elmo_tf.layers.projected_lstm import (
     ProjectedLSTM,
-    check_implementation,
+    removed_implementation,
     run_projected_lstms,
     zero_state,
 )
@@ -41,7 +41,6 @@ class BiLMStack(keras.layers.Layer):
         projection_dim: P.
         cell_clip, proj_clip: clip values or None.
         use_skip_connections: residual connections from the second layer on.
-        implementation: `"exact"` or `"cudnn"` (see `ProjectedLSTM`).
         stateful: carry state between calls.
         max_batch_size: rows of kept state when stateful.
         dropout: dropout rate on every LSTM layer's input in training (bilm-tf pre-trains with 0.1).
@@ -61,28 +60,24 @@ class BiLMStack(keras.layers.Layer):
     """
 
     def __init__(self, n_layers, units, projection_dim, cell_clip=None, proj_clip=None,
-                 use_skip_connections=True, implementation="exact", stateful=False,
-                 max_batch_size=128, dropout=0.0, **kwargs):
-        super().__init__(**kwargs)
-        check_implementation(implementation, cell_clip, proj_clip)
+                 use_skip_connections=True, stateful=False, max_batch_size=128, dropout=0.0,
+                 **kwargs):
+        super().__init__(**removed_implementation(kwargs))
         self.n_layers = int(n_layers)
         self.units = int(units)
         self.projection_dim = int(projection_dim)
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
         self.use_skip_connections = bool(use_skip_connections)
-        self.implementation = implementation
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
         self.dropout = float(dropout)
         self.supports_masking = True
-        self.supports_jit = implementation != "cudnn"  # CudnnRNN ops do not compile with XLA
         self.stacks = [
             [ProjectedLSTM(units, projection_dim, cell_clip, proj_clip, direction=direction,
-                           implementation=implementation, dtype=self.dtype_policy,
-                           name=f"{direction}_lstm_{k}")
+                           dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
              for k in range(self.n_layers)]
             for direction in ("forward", "backward")]
 
@@ -193,6 +188,6 @@ class BiLMStack(keras.layers.Layer):
         config.update(n_layers=self.n_layers, units=self.units,
                       projection_dim=self.projection_dim, cell_clip=self.cell_clip,
                       proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
-                      implementation=self.implementation, stateful=self.stateful,
+                      stateful=self.stateful,
                       max_batch_size=self.max_batch_size, dropout=self.dropout)
         return config

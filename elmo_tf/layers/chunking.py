@@ -1,6 +1,22 @@
-"""Running a function over the first axis of a tensor a bounded number of rows at a time."""
+"""Running a function over the first axis of a tensor a bounded number of rows at a time, and
+the device type that decides how many."""
 
 import tensorflow as tf
+from tensorflow.python.eager import context
+
+
+def compute_device_type():
+    """`"GPU"` or `"CPU"`: where ops created now run. A device scope (`tf.device`, a
+    distribution strategy's replica) decides; without one, TensorFlow places them on a GPU
+    when one is visible."""
+    if tf.executing_eagerly():
+        scope = context.context().device_name or ""
+    else:
+        scope = tf.no_op().device
+    device_type = tf.DeviceSpec.from_string(scope).device_type
+    if device_type:
+        return "GPU" if device_type.upper() == "GPU" else "CPU"
+    return "GPU" if tf.config.list_logical_devices("GPU") else "CPU"
 
 
 def map_in_chunks(fn, x, max_rows, fn_output_signature):

@@ -1,4 +1,4 @@
-"""`ProjectedLSTM`: ELMo's LSTM with projection and clipping, and the kernels that run it.
+"""`ProjectedLSTM`: ELMo's LSTM with projection and clipping, and the exact kernel that runs it.
 
 The cell is TF1's `LSTMCell(C, num_proj=P, cell_clip, proj_clip)` with `forget_bias=1.0`
 (`../shared/spec/elmo-reference.md` §4.2):
@@ -7,19 +7,13 @@ The cell is TF1's `LSTMCell(C, num_proj=P, cell_clip, proj_clip)` with `forget_b
     c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), +-cell_clip)
     h_t = clip((sigmoid(o) * tanh(c_t)) @ W_P, +-proj_clip)
 
-Two implementations run it:
-
-* ``"exact"`` (default, any device): one `tf.while_loop` over time advances every direction it
-  is given (the biLM passes both) with no per-step Python; the input matmul is hoisted out of
-  the per-step work (one matmul per chunk of steps). Matmuls (and the bias of the hoisted one)
-  run in the layer's compute dtype (bfloat16 under `mixed_bfloat16`); their results are summed,
-  and the cell state, non-linearities and clips computed, in float32. It runs under XLA,
-  gradients included.
-* ``"cudnn"`` (GPU only, clip-free configurations): `tf.raw_ops.CudnnRNNV3(num_proj=P)`, with the
-  weights converted to cuDNN's canonical layout by `elmo_to_cudnn_canonical`. cuDNN cannot clip
-  the projection and TF's op cannot clip the cell, so the layer refuses ``"cudnn"`` when a clip
-  is set, and refuses it where no GPU is visible: it is never chosen implicitly, so no GPU-only
-  op lands in a graph that must run on CPU.
+One kernel runs it on every device: one `tf.while_loop` over time advances every direction it
+is given (the biLM passes both) with no per-step Python; the input matmul is hoisted out of the
+per-step work (one matmul per chunk of steps). Matmuls (and the bias of the hoisted one) run in
+the layer's compute dtype (bfloat16 under `mixed_bfloat16`); their results are summed, and the
+cell state, non-linearities and clips computed, in float32. It runs under XLA, gradients
+included. (elmo-tf 0.1 also had a cuDNN path, `implementation="cudnn"`; TensorFlow 2.21
+cannot run an LSTM with a projection on cuDNN, see `docs/design.md`, so it is gone.)
 """
 
 import keras
@@ -29,7 +23,6 @@ import tensorflow as tf
 from elmo_tf.layers.initializers import initializer
 from elmo_tf.layers.masking import sequence_lengths
 
-IMPLEMENTATIONS = ("exact", "cudnn")
 DIRECTIONS = ("forward", "backward")
 
 
@@ -48,7 +41,6 @@ class ProjectedLSTM(keras.layers.Layer):
         proj_clip: clip of the projected output to +-value, or None.
         direction: `"forward"` reads each sequence left to right; `"backward"` reads its valid
             part right to left (`tf.reverse_sequence`), and outputs stay aligned with the inputs.
-        implementation: `"exact"` or `"cudnn"` (see the module docstring).
         return_state: also return the final `(h [batch, P], c [batch, C])`, taken at each
             sequence's last valid step.
 
@@ -67,20 +59,17 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None,
-                 direction="forward", implementation="exact", return_state=False, **kwargs):
-        super().__init__(**kwargs)
+                 direction="forward", return_state=False, **kwargs):
+        super().__init__(**removed_implementation(kwargs))
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
-        check_implementation(implementation, cell_clip, proj_clip)
         self.units = int(units)
         self.projection_dim = int(projection_dim)
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
         self.direction = direction
-        self.implementation = implementation
         self.return_state = return_state
         self.supports_masking = True
-        self.supports_jit = implementation != "cudnn"  # CudnnRNN ops do not compile with XLA
 
     def build(self, input_shape):
         input_dim = input_shape[-1]
@@ -126,22 +115,22 @@ class ProjectedLSTM(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units, projection_dim=self.projection_dim,
                       cell_clip=self.cell_clip, proj_clip=self.proj_clip,
-                      direction=self.direction, implementation=self.implementation,
-                      return_state=self.return_state)
+                      direction=self.direction, return_state=self.return_state)
         return config
 
 
-def check_implementation(implementation, cell_clip, proj_clip):
-    """Raises a ValueError for an unknown implementation or `"cudnn"` with clipping."""
-    if implementation not in IMPLEMENTATIONS:
+def removed_implementation(kwargs):
+    """`kwargs` without elmo-tf 0.1's `implementation` (configs saved by it name `"exact"`, the
+    only kernel now); `"cudnn"` is refused with the reason."""
+    kwargs = dict(kwargs)
+    implementation = kwargs.pop("implementation", "exact")
+    if implementation != "exact":
         raise ValueError(
-            f"implementation must be one of {IMPLEMENTATIONS}; got {implementation!r}.")
-    if implementation == "cudnn" and (cell_clip is not None or proj_clip is not None):
-        raise ValueError(
-            f"implementation='cudnn' cannot clip (cell_clip={cell_clip}, proj_clip={proj_clip}): "
-            "cuDNN has no projection clip and TF's CudnnRNNV3 no cell clip. Use "
-            "implementation='exact' for clipped models such as the released ELMo, or a "
-            "clip-free configuration.")
+            f"implementation={implementation!r} is gone: TensorFlow 2.21 cannot run an LSTM with "
+            "a projection on cuDNN (CudnnRNNCanonicalToParams aborts the process and CudnnRNNV3 "
+            "rejects num_proj < num_units; see docs/design.md). The exact kernel runs on every "
+            "device, under XLA too; leave `implementation` out.")
+    return kwargs
 
 
 def zero_state(batch, projection_dim, units):
@@ -150,10 +139,10 @@ def zero_state(batch, projection_dim, units):
 
 
 def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
-    """Runs independent `ProjectedLSTM` directions over time-major inputs, in one loop if exact.
+    """Runs independent `ProjectedLSTM` directions over time-major inputs, in one loop.
 
     Args:
-        layers: built `ProjectedLSTM`s sharing one implementation, clips and compute dtype.
+        layers: built `ProjectedLSTM`s sharing clips and compute dtype.
         inputs_tm: one `[time, batch, in]` per layer, already in the order the layer reads
             (reversed by the caller for a backward direction).
         lengths: int32 `[batch]` valid steps per row.
@@ -164,20 +153,19 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
         past each length) and float32 `(h, c)` per layer.
     """
     first = layers[0]
-    if first.implementation == "cudnn":
-        results = [_cudnn_projected_lstm(layer, x, lengths, state)
-                   for layer, x, state in zip(layers, inputs_tm, initial_states)]
-        return [r[0] for r in results], [r[1] for r in results]
     dtype = first.compute_dtype
-    outputs, final_h, final_c = exact_recurrence(
+    # In a graph (fit, embed, XLA) the loop is built inline, in the caller's context; called
+    # eagerly, it runs through one cached graph instead of step by step in Python.
+    recurrence = _eager_exact_recurrence if tf.executing_eagerly() else exact_recurrence
+    outputs, final_h, final_c = recurrence(
         [tf.cast(x, dtype) for x in inputs_tm],
         [tf.cast(layer.input_kernel, dtype) for layer in layers],
         [tf.cast(layer.bias, dtype) for layer in layers],
         [tf.cast(layer.recurrent_kernel, dtype) for layer in layers],
         [tf.cast(layer.projection_kernel, dtype) for layer in layers],
         lengths, [s[0] for s in initial_states], [s[1] for s in initial_states],
-        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK, xla=_in_xla_context())
-    # The shared tf.function generalises shapes across models; restore the static widths.
+        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK)
+    # The eager path's tf.function generalises shapes across models; restore the static widths.
     outputs = [tf.ensure_shape(o, [None, None, layer.projection_dim])
                for o, layer in zip(outputs, layers)]
     return outputs, list(zip(final_h, final_c))
@@ -189,16 +177,9 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
 GATE_ROWS_PER_CHUNK = 384
 
 
-def _in_xla_context():
-    from tensorflow.python.ops import control_flow_util  # TF's own test of the same
-
-    return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
-
-
-@tf.function(autograph=False, reduce_retracing=True)
 def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
                      lengths, initial_h, initial_c, cell_clip, proj_clip,
-                     gate_rows=GATE_ROWS_PER_CHUNK, xla=False):
+                     gate_rows=GATE_ROWS_PER_CHUNK):
     """The exact projected-LSTM recurrence for several independent directions in one loop.
 
     The input matmul `x_t @ W_x + B` is hoisted out of the per-step work: it runs once per chunk
@@ -212,9 +193,6 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         initial_h, initial_c: per direction, float32 `[batch, P]`, `[batch, C]`.
         cell_clip, proj_clip: Python floats or None.
         gate_rows: the most rows (steps x batch) of gate inputs one matmul computes.
-        xla: whether the caller is compiled with XLA (`jit_compile=True`). Unused but as a
-            separate trace: TF builds the gradient of a loop's branches differently under XLA,
-            and a trace made outside XLA (e.g. by `fit`) fails to compile inside it.
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,
@@ -285,46 +263,7 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
     return outputs, final_h, final_c
 
 
-def elmo_to_cudnn_canonical(input_kernel, recurrent_kernel, bias, projection_kernel):
-    """ELMo/TF1 LSTM weights -> cuDNN's canonical LSTM-with-projection weights and biases.
-
-    ELMo keeps `x @ W` matrices with gate columns `i, j, f, o` and adds the forget bias +1 at run
-    time; cuDNN wants per-gate `[C, in]` (input) and `[C, P]` (recurrent) matrices in the order
-    `i, f, c(=j), o`, then the `[P, C]` projection, and two bias sets with no forget offset. The
-    +1 is folded into the input biases; the recurrent biases are zeros.
-
-    Returns:
-        (weights, biases): 9 matrices (4 input, 4 recurrent, projection) and 8 vectors.
-    """
-    order = (0, 2, 1, 3)  # i, f, j(c), o out of i, j, f, o
-    w_x = tf.split(input_kernel, 4, axis=1)
-    w_h = tf.split(recurrent_kernel, 4, axis=1)
-    b = tf.split(bias, 4)
-    b = [b[0], b[1], b[2] + tf.constant(1.0, bias.dtype), b[3]]
-    weights = ([tf.transpose(w_x[g]) for g in order] + [tf.transpose(w_h[g]) for g in order]
-               + [tf.transpose(projection_kernel)])
-    biases = [b[g] for g in order] + [tf.zeros_like(b[0])] * 4
-    return weights, biases
-
-
-def _cudnn_projected_lstm(layer, inputs_tm, lengths, initial_state):
-    if not tf.config.list_logical_devices("GPU"):
-        raise RuntimeError(
-            "ProjectedLSTM(implementation='cudnn') needs a visible GPU: CudnnRNNV3 has no CPU "
-            "kernel. Use implementation='exact' (the default), which runs everywhere.")
-    dtype = layer.compute_dtype
-    weights, biases = elmo_to_cudnn_canonical(
-        *(tf.cast(w, dtype) for w in (layer.input_kernel, layer.recurrent_kernel, layer.bias,
-                                       layer.projection_kernel)))
-    params = tf.raw_ops.CudnnRNNCanonicalToParamsV2(
-        num_layers=1, num_units=layer.units, input_size=inputs_tm.shape[-1],
-        weights=[tf.reshape(w, [-1]) for w in weights], biases=biases,
-        rnn_mode="lstm", input_mode="linear_input", direction="unidirectional",
-        num_proj=layer.projection_dim)
-    h0, c0 = initial_state
-    outputs, h, c, _, _ = tf.raw_ops.CudnnRNNV3(
-        input=tf.cast(inputs_tm, dtype), input_h=tf.cast(h0, dtype)[None],
-        input_c=tf.cast(c0, dtype)[None], params=params, sequence_lengths=lengths,
-        rnn_mode="lstm", input_mode="linear_input", direction="unidirectional",
-        num_proj=layer.projection_dim, is_training=True, time_major=True)
-    return outputs, (tf.cast(h[0], tf.float32), tf.cast(c[0], tf.float32))
+# Not for graphs: TF builds the gradient of the loop's branch differently under XLA, and a
+# trace shared across contexts (one made by `fit` or an XLA inference step, reused by an XLA
+# training step) fails to compile ("OptionalFromValue").
+_eager_exact_recurrence = tf.function(exact_recurrence, autograph=False, reduce_retracing=True)

@@ -1,15 +1,19 @@
 """`ElmoBackbone`: the ELMo biLM as a Keras functional model."""
 
 import math
+import types
 
 import keras
 import tensorflow as tf
 
+from elmo_tf.data.char_ids import N_CHAR_IDS
 from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.char_cnn import CharCNN
+from elmo_tf.layers.chunking import compute_device_type
 from elmo_tf.layers.highway import Highway
 from elmo_tf.layers.initializers import initializer, skip_initialization
+from elmo_tf.layers.projected_lstm import removed_implementation
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.models import allennlp_weights
 from elmo_tf.models.elmo_config import ElmoConfig
@@ -42,7 +46,6 @@ class ElmoBackbone(keras.Model):
         config: an `ElmoConfig` (or its `to_dict()`).
         stateful: carry LSTM state from call to call, per batch row.
         max_batch_size: rows of kept state when stateful (bilm-tf's default, 128).
-        implementation: `"exact"` (default, any device) or `"cudnn"` (GPU, clip-free configs).
         dropout: dropout on every LSTM layer's input in training (see `BiLMStack`); the
             pre-training recipes use 0.1, as the paper does.
         dtype: Keras dtype policy, e.g. `"mixed_bfloat16"` for fast CPU inference.
@@ -54,8 +57,9 @@ class ElmoBackbone(keras.Model):
     TensorShape([2, 3, 3, 1024])
     """
 
-    def __init__(self, config, stateful=False, max_batch_size=128, implementation="exact",
-                 dropout=0.0, dtype=None, **kwargs):
+    def __init__(self, config, stateful=False, max_batch_size=128, dropout=0.0, dtype=None,
+                 **kwargs):
+        kwargs = removed_implementation(kwargs)
         if isinstance(config, dict):
             config = ElmoConfig(**config)
         # === Layers ===
@@ -72,8 +76,8 @@ class ElmoBackbone(keras.Model):
                     stddev=math.sqrt(1.0 / config.num_filters))))
         bilm = BiLMStack(config.n_layers, config.lstm_dim, config.projection_dim,
                          config.cell_clip, config.proj_clip, config.use_skip_connections,
-                         implementation=implementation, stateful=stateful,
-                         max_batch_size=max_batch_size, dropout=dropout, dtype=dtype,
+                         stateful=stateful, max_batch_size=max_batch_size, dropout=dropout,
+                         dtype=dtype,
                          name="bilm")
         remove_boundaries = RemoveSentenceBoundaries(  # float32 in, float32 out, any policy
             time_axis=2, dtype="float32", name="remove_sentence_boundaries")
@@ -100,7 +104,8 @@ class ElmoBackbone(keras.Model):
         self.highways = highways
         self.projection = projection
         self.bilm = bilm
-        self._embed_function = None
+        # "graph" and "xla"; in a plain namespace, so that SavedModels do not track them.
+        self._embed = types.SimpleNamespace(functions={})
 
     @property
     def stateful(self):
@@ -109,10 +114,6 @@ class ElmoBackbone(keras.Model):
     @property
     def max_batch_size(self):
         return self.bilm.max_batch_size
-
-    @property
-    def implementation(self):
-        return self.bilm.implementation
 
     @property
     def dropout(self):
@@ -128,17 +129,40 @@ class ElmoBackbone(keras.Model):
         return super().__call__(char_ids, *args, **kwargs)
 
     def embed(self, char_ids):
-        """Runs the model for inference through one cached graph (no retracing per shape).
+        """Runs the model for inference, the fastest way the device allows.
 
-        Same outputs as calling the model with `training=False`, but traced once for
-        `[None, None, chars]` int32 inputs, which is what batches of varying shapes want.
+        Same outputs as calling the model with `training=False`, through cached graphs (no
+        retracing per shape). On a CPU one graph serves every shape. On a GPU the graph is
+        compiled with XLA (on an H100, 8-12x the throughput of the plain graph at 32-1024
+        sentences of 20 tokens), and XLA compiles once per input shape: the batch and time axes
+        are padded to shape buckets (at most four sizes per doubling: at most 25 % more work;
+        a stateful model's batch is not padded, its rows are its state), and the padding is
+        dropped from the outputs.
         """
-        char_ids = check_char_ids(char_ids, self.config.max_characters_per_token)
-        if self._embed_function is None:
-            spec = tf.TensorSpec([None, None, self.config.max_characters_per_token], tf.int32)
-            self._embed_function = tf.function(
-                lambda ids: self(ids, training=False), input_signature=[spec])
-        return self._embed_function(char_ids)
+        chars = self.config.max_characters_per_token
+        char_ids = check_char_ids(char_ids, chars)
+        check_right_padded(char_ids)
+        batch, time = char_ids.shape[0], char_ids.shape[1]
+        if self.stateful and batch > self.max_batch_size:
+            raise ValueError(f"a stateful biLM keeps state for max_batch_size="
+                             f"{self.max_batch_size} rows; the batch is larger ({batch}).")
+        xla = compute_device_type() == "GPU"
+        key = "xla" if xla else "graph"
+        if key not in self._embed.functions:
+            spec = tf.TensorSpec([None, None, chars], tf.int32)
+            self._embed.functions[key] = tf.function(
+                lambda ids: self(ids, training=False), input_signature=[spec], jit_compile=xla)
+        if not xla:
+            return self._embed.functions[key](char_ids)
+        rows = batch if self.stateful else shape_bucket(batch)
+        padded = tf.pad(char_ids, [[0, rows - batch], [0, shape_bucket(time) - time], [0, 0]])
+        outputs = self._embed.functions[key](padded)
+        # Right padding ends every sentence (and its </S>) within the first `time` (+ 2) steps.
+        keep = {"layers": (slice(None), slice(time)), "mask": (slice(time),),
+                "layers_with_boundaries": (slice(None), slice(time + 2)),
+                "mask_with_boundaries": (slice(time + 2),),
+                "token_embeddings": (slice(time + 2),)}
+        return {name: value[(slice(batch),) + keep[name]] for name, value in outputs.items()}
 
     def reset_states(self):
         """Zeroes the carried LSTM state of a stateful backbone (no-op when stateless)."""
@@ -153,7 +177,7 @@ class ElmoBackbone(keras.Model):
             options_file: bilm-tf/AllenNLP `*_options.json`.
             weight_file: `*_weights.hdf5` in the released layout.
             stateful: see the class docstring.
-            **kwargs: other constructor arguments (`dtype`, `implementation`, ...).
+            **kwargs: other constructor arguments (`dtype`, `max_batch_size`, ...).
         """
         config = ElmoConfig.from_options_json(options_file)
         with skip_initialization():  # every weight is assigned from the file
@@ -173,8 +197,7 @@ class ElmoBackbone(keras.Model):
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "stateful": self.stateful,
-                "max_batch_size": self.max_batch_size, "implementation": self.implementation,
-                "dropout": self.dropout}
+                "max_batch_size": self.max_batch_size, "dropout": self.dropout}
 
     @classmethod
     def from_config(cls, config):
@@ -190,6 +213,30 @@ def _encode(char_ids, char_cnn, highways, projection):
     for highway in highways:
         token_embeddings = highway(token_embeddings)
     return token_embeddings if projection is None else projection(token_embeddings)
+
+
+def shape_bucket(size):
+    """The smallest of the sizes 0-8, 10, 12, 14, 16, 20, 24, 28, 32, 40, ... (four per
+    doubling: `m * 2**k` for m in 4-7) that holds `size`: XLA compiles once per shape, and
+    padding to these sizes bounds both the compilations and the extra work (< 25 %)."""
+    if size <= 8:
+        return size
+    step = 1 << (size.bit_length() - 3)
+    return -(-size // step) * step
+
+
+def check_right_padded(char_ids):
+    """Raises a ValueError naming the row when a padding position (all-zero char ids) comes
+    before a token; for eager tensors (graphs check at run time, outside XLA)."""
+    if not tf.executing_eagerly() or isinstance(char_ids, keras.KerasTensor):
+        return
+    mask = tf.reduce_any(char_ids > 0, axis=-1)
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    bad = tf.where(tf.reduce_any(mask != tf.sequence_mask(lengths, tf.shape(mask)[1]), axis=1))
+    if tf.size(bad):
+        raise ValueError(f"sequences must be right-padded: row {int(bad[0, 0])} has padding "
+                         "(all-zero char ids, \"\" tokens) before a token; padding may only "
+                         "follow the last token of a sentence.")
 
 
 def check_char_ids(char_ids, max_characters_per_token):
@@ -213,6 +260,13 @@ def check_char_ids(char_ids, max_characters_per_token):
         raise ValueError(
             f"ELMo expects {expected}; got shape {list(shape)}. Use "
             "elmo_tf.tokens_to_char_ids(tokens) on string tokens [batch, time] padded with \"\".")
+    if tf.executing_eagerly() and not isinstance(tensor, keras.KerasTensor) and tf.size(tensor):
+        # Before the int32 cast (2**32 + x must not pass as x); a GPU gathers an out-of-range
+        # id as zeros without a word.
+        low, high = int(tf.reduce_min(tensor)), int(tf.reduce_max(tensor))
+        if low < 0 or high >= N_CHAR_IDS:
+            raise ValueError(f"ELMo expects {expected} with ids in [0, {N_CHAR_IDS - 1}] (0 is "
+                             f"padding); got ids from {low} to {high}.")
     if dtype != tf.int32 and not isinstance(tensor, keras.KerasTensor):
         tensor = tf.cast(tensor, tf.int32)
     return tensor

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from elmo_tf.data.char_ids import tokens_to_char_ids, tokens_to_tensor
 from elmo_tf.layers.masking import char_ids_mask, token_mask
+from elmo_tf.layers.projected_lstm import removed_implementation
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
 from elmo_tf.models.elmo_backbone import ElmoBackbone, check_char_ids
@@ -91,15 +92,16 @@ class ElmoEmbedding(keras.layers.Layer):
 
     @classmethod
     def from_allennlp(cls, options_file, weight_file, stateful=False, max_batch_size=128,
-                      implementation="exact", **kwargs):
+                      **kwargs):
         """An `ElmoEmbedding` on `ElmoBackbone.from_allennlp(options_file, weight_file, ...)`.
 
-        `stateful`, `max_batch_size` and `implementation` go to the backbone, `dtype` to both,
-        the other keyword arguments to `ElmoEmbedding`.
+        `stateful` and `max_batch_size` go to the backbone, `dtype` to both, the other keyword
+        arguments to `ElmoEmbedding`.
         """
+        kwargs = removed_implementation(kwargs)
         backbone = ElmoBackbone.from_allennlp(
             options_file, weight_file, stateful=stateful, max_batch_size=max_batch_size,
-            implementation=implementation, dtype=kwargs.get("dtype"))
+            dtype=kwargs.get("dtype"))
         return cls(backbone, **kwargs)
 
     @staticmethod

@@ -5,14 +5,12 @@ import math
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.chunking import map_in_chunks
 from elmo_tf.layers.masking import char_ids_mask
+from elmo_tf.layers.sampled_softmax import full_softmax_nll, sampled_softmax_nll
 from elmo_tf.metrics.perplexity import Perplexity
 
 INPUT_KEYS = ("char_ids", "backward_char_ids")
 TARGET_KEYS = ("forward_targets", "backward_targets")
-# The full softmax's logits are computed this many entries at a time at most (256 MB in float32).
-_MAX_LOGITS_PER_CHUNK = 1 << 26
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -23,9 +21,10 @@ class ElmoLanguageModel(keras.Model):
     backward stack the previous one; one softmax (`softmax_kernel` `[V, P]`, `softmax_bias`)
     serves both directions; the loss is `0.5 * (forward mean NLL + backward mean NLL)`. In
     training the softmax is sampled: `num_negatives` candidates per batch, drawn once for both
-    directions from TF's log-uniform sampler (so the vocabulary must be sorted by decreasing
-    frequency, as `elmo_tf.data.build_vocabulary` writes it), with accidental hits removed, as
-    bilm-tf's `tf.nn.sampled_softmax_loss` does. Evaluation always uses the full softmax. A
+    directions as TF's log-uniform sampler draws them (so the vocabulary must be sorted by
+    decreasing frequency, as `elmo_tf.data.build_vocabulary` writes it), accidental hits removed, as
+    bilm-tf's `tf.nn.sampled_softmax_loss` does (computed with ops XLA compiles:
+    `elmo_tf.layers.sampled_softmax`). Evaluation always uses the full softmax. A
     vocabulary of at most `num_negatives` words trains with the full softmax too (sampling
     it all would be the full softmax with noise). Dropout is the backbone's `dropout`: on every
     LSTM layer's input and, here, on the top layer before the softmax (bilm-tf's use of its one
@@ -127,21 +126,22 @@ class ElmoLanguageModel(keras.Model):
             raise ValueError(f"ElmoLanguageModel's targets are a dict with {list(TARGET_KEYS)};"
                              f" got {got}.")
         projection_dim = self.backbone.config.projection_dim
+        # Both directions' positions as one list of rows, forward first; no boolean mask, so
+        # that every shape is static under XLA (positions without a target weigh 0).
         outputs = tf.concat([tf.reshape(y_pred[..., :projection_dim], [-1, projection_dim]),
                              tf.reshape(y_pred[..., projection_dim:], [-1, projection_dim])], 0)
-        targets = tf.concat([tf.reshape(y[k], [-1]) for k in TARGET_KEYS], 0)
-        direction = tf.repeat([0, 1], tf.size(targets) // 2)
+        targets = tf.concat([tf.reshape(tf.cast(y[k], tf.int32), [-1]) for k in TARGET_KEYS], 0)
         valid = targets >= 0
-        outputs, targets, direction = (tf.boolean_mask(t, valid)
-                                       for t in (outputs, targets, direction))
+        targets = tf.maximum(targets, 0)
         if training and self.samples_softmax:
-            nll = tf.nn.sampled_softmax_loss(
-                self.softmax_kernel, self.softmax_bias, tf.cast(targets[:, None], tf.int64),
-                outputs, num_sampled=self.num_negatives, num_classes=self.vocabulary_size)
+            seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+            nll = sampled_softmax_nll(self.softmax_kernel, self.softmax_bias, outputs, targets,
+                                      self.num_negatives, seed)
         else:
             nll = self.full_softmax_nll(outputs, targets)
-        sums = tf.math.unsorted_segment_sum(nll, direction, 2)
-        counts = tf.math.unsorted_segment_sum(tf.ones_like(nll), direction, 2)
+        weights = tf.reshape(tf.cast(valid, tf.float32), [2, -1])
+        sums = tf.reduce_sum(tf.reshape(tf.where(valid, nll, 0.0), [2, -1]), axis=1)
+        counts = tf.reduce_sum(weights, axis=1)
         self.forward_perplexity.update_state(sums[0], counts[0])
         self.backward_perplexity.update_state(sums[1], counts[1])
         # Both directions have a target for the same number of tokens in every batch.
@@ -155,19 +155,22 @@ class ElmoLanguageModel(keras.Model):
         return 0.5 * (means[0] + means[1])
 
     def full_softmax_nll(self, outputs, targets):
-        """Token NLLs under the full softmax; `outputs` `[n, P]`, `targets` int `[n]`.
+        """Token NLLs under the full softmax; `outputs` `[n, P]`, `targets` int `[n]` (see
+        `elmo_tf.layers.sampled_softmax.full_softmax_nll`)."""
+        return full_softmax_nll(self.softmax_kernel, self.softmax_bias, outputs, targets)
 
-        Logits are computed a bounded number of rows at a time, so a released-size vocabulary
-        (793k words) does not need `n x V` floats at once.
+    def compile(self, *args, jit_compile="auto", **kwargs):
+        """`keras.Model.compile`, where `jit_compile="auto"` means no XLA.
+
+        Every op of the training and evaluation steps compiles with XLA (`jit_compile=True`
+        works; a test runs it on the CPU), but Keras's "auto" turns XLA on for any model on a
+        GPU, and there the recurrence's gradient was measured 60x slower compiled (H100, the
+        elmo_original LSTM stacks at 384 x 20 tokens: 8.5 s against 0.14 s a step).
+        `bench/gpu.py` times both, so the default can follow the measurement.
         """
-        def nll(rows):
-            h, t = rows[:, :-1], tf.cast(rows[:, -1], tf.int32)
-            logits = tf.matmul(h, self.softmax_kernel, transpose_b=True) + self.softmax_bias
-            return tf.nn.sparse_softmax_cross_entropy_with_logits(t, logits)
-
-        rows = tf.concat([outputs, tf.cast(targets, tf.float32)[:, None]], 1)  # ids < 2**24
-        max_rows = max(1, _MAX_LOGITS_PER_CHUNK // self.vocabulary_size)
-        return map_in_chunks(nll, rows, max_rows, tf.TensorSpec([None], tf.float32))
+        if jit_compile == "auto":
+            jit_compile = False
+        super().compile(*args, jit_compile=jit_compile, **kwargs)
 
     def train_step(self, data):
         return _multi_worker_logs(super().train_step(data))

@@ -56,22 +56,33 @@ class SparseAdagrad(keras.optimizers.Adagrad):
     def update_step(self, gradient, variable, learning_rate):
         if not isinstance(gradient, tf.IndexedSlices):
             return super().update_step(gradient, variable, learning_rate)
+        # Rows are unique (`_deduplicated`) but for padding rows, whose values are zero: adding
+        # their zero squares and zero steps leaves the rows they name as they are.
         accumulator = self._accumulators[self._get_variable_index(variable)]
         values = tf.cast(gradient.values, variable.dtype)
-        rows = tf.gather(accumulator.value, gradient.indices) + tf.square(values)
-        self.assign(accumulator, tf.IndexedSlices(rows, gradient.indices, gradient.dense_shape))
+        self.assign_add(accumulator, tf.IndexedSlices(tf.square(values), gradient.indices,
+                                                      gradient.dense_shape))
+        rows = tf.gather(accumulator.value, gradient.indices)
         step = tf.cast(learning_rate, variable.dtype) * values / tf.sqrt(rows + self.epsilon)
         self.assign_sub(variable, tf.IndexedSlices(step, gradient.indices, gradient.dense_shape))
 
 
 def _deduplicated(gradient):
-    """An `IndexedSlices` with each row once (the values of repeated rows summed); any other
-    gradient as it is."""
+    """An `IndexedSlices` with each row once (the values of repeated rows summed), padded to
+    its original length with zero rows (static shapes, as XLA needs: `tf.unique` has none);
+    any other gradient as it is."""
     if not isinstance(gradient, tf.IndexedSlices):
         return gradient
-    indices, positions = tf.unique(gradient.indices)
-    values = tf.math.unsorted_segment_sum(gradient.values, positions, tf.shape(indices)[0])
-    return tf.IndexedSlices(values, indices, gradient.dense_shape)
+    order = tf.argsort(gradient.indices, stable=True)
+    indices = tf.gather(gradient.indices, order)
+    starts = tf.concat([[True], tf.not_equal(indices[1:], indices[:-1])], 0)
+    segments = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # the unique row of each sorted entry
+    n = tf.shape(indices)[0]
+    values = tf.math.unsorted_segment_sum(tf.gather(gradient.values, order), segments, n)
+    # Padding segments (past the number of unique rows) hold zeros and name row indices[0].
+    unique = tf.tensor_scatter_nd_update(tf.gather(indices, tf.zeros_like(segments)),
+                                         segments[:, None], indices)
+    return tf.IndexedSlices(values, unique, gradient.dense_shape)
 
 
 def _clipped_by_global_norm(grads, clip_norm):

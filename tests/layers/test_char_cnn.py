@@ -73,3 +73,47 @@ def test_xla():
     cnn, _, _ = _cnn_with_reference_weights("relu")
     ids = tokens_to_char_ids(TOKENS)
     np.testing.assert_allclose(tf.function(cnn, jit_compile=True)(ids), cnn(ids), atol=1e-5)
+
+
+@pytest.mark.parametrize("tokens_per_chunk", [1, 3, 8])
+def test_result_and_gradients_do_not_depend_on_the_chunking(monkeypatch, tokens_per_chunk):
+    """The memory budget only decides how many tokens go through at once."""
+    from elmo_tf.layers import char_cnn
+
+    cnn, _, _ = _cnn_with_reference_weights("relu")
+    ids = tokens_to_char_ids(TOKENS)  # 8 tokens
+
+    def run():
+        with tf.GradientTape() as tape:
+            out = cnn(ids)
+            loss = tf.reduce_sum(out * tf.range(1.0, 1.0 + float(out.shape[-1])))
+        return out, tape.gradient(loss, cnn.trainable_weights)
+
+    whole, whole_grads = run()
+    assert cnn.tokens_per_chunk("CPU") >= 8 and cnn.tokens_per_chunk("GPU") >= 8
+    itemsize = 4
+    per_token = itemsize * (50 * 4 + sum((50 - w + 1) * (w * 4 + n) for w, n in FILTERS))
+    budget = per_token * tokens_per_chunk + per_token // 2  # room for the tokens, not one more
+    monkeypatch.setitem(char_cnn.CHUNK_BYTES, "CPU", budget)
+    monkeypatch.setitem(char_cnn.CHUNK_BYTES, "GPU", budget)
+    assert cnn.tokens_per_chunk("CPU") == tokens_per_chunk
+    chunked, chunked_grads = run()
+    np.testing.assert_allclose(chunked, whole, rtol=1e-6, atol=1e-6)
+    for a, b in zip(chunked_grads, whole_grads):
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b), rtol=1e-5,
+                                   atol=1e-5)
+
+
+def test_chunks_are_sized_by_the_device_memory_budget():
+    """The released CNN (~450 kB of float32 intermediates per token): tens of tokens at a time
+    on a CPU, thousands on a GPU; twice as many in bfloat16."""
+    from elmo_tf.models.elmo_config import ElmoConfig
+
+    config = ElmoConfig.from_preset("original")
+    cnn = CharCNN(config.filters, config.char_embedding_dim)
+    per_token = 4 * (50 * 16 + sum((50 - w + 1) * (w * 16 + n) for w, n in config.filters))
+    assert 440_000 < per_token < 460_000
+    assert cnn.tokens_per_chunk("CPU") == (14 << 20) // per_token == 32
+    assert cnn.tokens_per_chunk("GPU") == (1 << 30) // per_token  # 2,380
+    bf16 = CharCNN(config.filters, config.char_embedding_dim, dtype="mixed_bfloat16")
+    assert bf16.tokens_per_chunk("GPU") == (1 << 30) // (per_token // 2)

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_tf.layers import ProjectedLSTM, elmo_to_cudnn_canonical
+from elmo_tf.layers import ProjectedLSTM
 from elmo_tf.layers.projected_lstm import exact_recurrence
 from tests import reference
 from tests.conftest import assert_serializable
@@ -174,75 +174,15 @@ def test_config_round_trip_and_errors():
     assert restored.cell_clip == 3.0 and restored.direction == "backward"
     with pytest.raises(ValueError, match="direction must be one of"):
         ProjectedLSTM(C, P, direction="left")
-    with pytest.raises(ValueError, match="implementation must be one of"):
-        ProjectedLSTM(C, P, implementation="fast")
-    with pytest.raises(ValueError, match="cannot clip.*cell_clip=3"):
-        ProjectedLSTM(C, P, cell_clip=3, implementation="cudnn")
 
 
-def _cudnn_canonical_reference(x, length, weights, biases):
-    """cuDNN's LSTM with recurrent projection (canonical i, f, c, o; W x + R h + bW + bR)."""
-    w, r, proj = weights[:4], weights[4:8], weights[8]
-    bw, br = biases[:4], biases[4:]
-    h, c = np.zeros(proj.shape[0]), np.zeros(w[0].shape[0])
-    out = np.zeros((len(x), proj.shape[0]))
-    for t in range(length):
-        g = [w[k] @ x[t] + r[k] @ h + bw[k] + br[k] for k in range(4)]
-        c = reference.sigmoid(g[1]) * c + reference.sigmoid(g[0]) * np.tanh(g[2])
-        h = proj @ (reference.sigmoid(g[3]) * np.tanh(c))
-        out[t] = h
-    return out
-
-
-def test_cudnn_weight_conversion_reproduces_the_exact_cell_on_a_clip_free_layer():
-    layer = _layer(cell_clip=None, proj_clip=None)
-    weights, biases = elmo_to_cudnn_canonical(layer.input_kernel, layer.recurrent_kernel,
-                                              layer.bias, layer.projection_kernel)
-    assert [tuple(w.shape) for w in weights] == [(C, IN)] * 4 + [(C, P)] * 4 + [(P, C)]
-    weights = [w.numpy().astype(np.float64) for w in weights]
-    biases = [b.numpy().astype(np.float64) for b in biases]
-    x = np.random.default_rng(9).standard_normal((2, 5, IN)).astype(np.float32)
-    out = layer(x, mask=tf.sequence_mask([5, 3], 5)).numpy()
-    for row, length in enumerate([5, 3]):
-        np.testing.assert_allclose(out[row], _cudnn_canonical_reference(x[row], length, weights,
-                                                                       biases), atol=1e-5)
-
-
-def test_cudnn_without_a_gpu_is_refused_with_the_reason():
-    if tf.config.list_logical_devices("GPU"):
-        pytest.skip("a GPU is visible; the GPU test covers cuDNN")
-    layer = _layer(cell_clip=None, proj_clip=None, implementation="cudnn")
-    with pytest.raises(RuntimeError, match="needs a visible GPU"):
-        layer(np.zeros((1, 2, IN), np.float32))
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("direction", ["forward", "backward"])
-def test_cudnn_path_matches_the_exact_kernel_on_gpu(direction):
-    if not tf.config.list_logical_devices("GPU"):
-        pytest.skip("no GPU visible: the cuDNN path (CudnnRNNV3 with num_proj) has only GPU "
-                    "kernels; this machine cannot check it")
-    tf.config.experimental.enable_tensor_float_32_execution(False)  # full float32 matmuls
-    try:
-        exact = _layer(direction, cell_clip=None, proj_clip=None, return_state=True)
-        cudnn = ProjectedLSTM(C, P, direction=direction, implementation="cudnn",
-                              return_state=True)
-        cudnn.build((None, None, IN))
-        for a, b in zip(cudnn.weights, exact.weights):
-            a.assign(b * 0.3)
-            b.assign(b * 0.3)
-        x = tf.constant(np.random.default_rng(10).standard_normal((3, 6, IN)), tf.float32)
-        mask = tf.sequence_mask([6, 4, 1], 6)
-        for got, expected in zip(cudnn(x, mask=mask), exact(x, mask=mask)):
-            np.testing.assert_allclose(got, expected, atol=1e-4)
-        for layer in (exact, cudnn):
-            with tf.GradientTape() as tape:
-                loss = tf.reduce_sum(layer(x, mask=mask)[0] ** 2)
-            layer.grads = tape.gradient(loss, layer.trainable_weights)
-        for got, expected in zip(cudnn.grads, exact.grads):
-            np.testing.assert_allclose(got, expected, atol=1e-3)
-    finally:
-        tf.config.experimental.enable_tensor_float_32_execution(True)
+def test_configs_of_elmo_tf_0_1_load_and_the_cudnn_path_is_refused_with_the_reason():
+    config = ProjectedLSTM(C, P, cell_clip=3).get_config()
+    restored = ProjectedLSTM.from_config({**config, "implementation": "exact"})  # as 0.1 saved
+    assert restored.get_config() == config
+    with pytest.raises(ValueError, match="implementation='cudnn' is gone.*cannot run an LSTM "
+                                         "with a projection on cuDNN"):
+        ProjectedLSTM(C, P, implementation="cudnn")
 
 
 @pytest.mark.parametrize("gate_rows", [1, 4, 7])

@@ -118,7 +118,7 @@ def test_a_parent_model_cannot_unfreeze_the_bilm_or_fixed_mixes(tiny_model):
 def test_from_allennlp_passes_backbone_arguments(tiny_model):
     _, _, options_file, weight_file = tiny_model
     elmo = ElmoEmbedding.from_allennlp(options_file, weight_file, stateful=True,
-                                       max_batch_size=3, implementation="exact", dropout=0.1)
+                                       max_batch_size=3, dropout=0.1)
     assert elmo.backbone.stateful and elmo.backbone.max_batch_size == 3 and elmo.dropout == 0.1
 
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 from elmo_tf.models.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_language_model import ElmoLanguageModel
+from elmo_tf.optimizers import SparseAdagrad
 from tests.conftest import assert_serializable
 
 CONFIG = ElmoConfig(lstm_dim=12, projection_dim=6, n_layers=2, char_embedding_dim=4,
@@ -60,40 +61,88 @@ def test_loss_is_the_mean_of_both_directions_full_softmax_nll():
 
 
 def test_full_softmax_chunks_agree_with_one_matmul(monkeypatch):
-    from elmo_tf.models import elmo_language_model
+    from elmo_tf.layers import sampled_softmax
 
     rng = np.random.default_rng(1)
     lm = _lm()
     outputs = tf.constant(rng.normal(size=(37, 6)), tf.float32)
     targets = tf.constant(rng.integers(0, 40, size=37), tf.int32)
     whole = lm.full_softmax_nll(outputs, targets)
-    monkeypatch.setattr(elmo_language_model, "_MAX_LOGITS_PER_CHUNK", 40 * 5)  # 5 rows a chunk
+    monkeypatch.setattr(sampled_softmax, "MAX_LOGITS_PER_CHUNK", 40 * 5)  # 5 rows a chunk
     np.testing.assert_allclose(lm.full_softmax_nll(outputs, targets), whole, rtol=1e-6)
 
 
-def test_sampled_softmax_estimates_the_full_softmax_loss():
-    """Averaged over many draws of negatives, the sampled loss is close to the full one, and
-    closer with more negatives (bilm-tf's estimator: log-uniform candidates, corrected)."""
+def test_training_loss_is_the_sampled_softmax_estimate_of_the_full_one():
+    """In training (V > num_negatives) the loss is the sampled softmax's: a draw differs from
+    the full softmax's loss, and the mean over many draws comes close to it, closer with more
+    negatives (log-uniform candidates, corrected, accidental hits removed)."""
     rng = np.random.default_rng(2)
     vocabulary = 400
-    lm = _lm(vocabulary_size=vocabulary, num_negatives=100)
     # A trained-looking softmax: frequent (low) ids score higher, as in a Zipfian corpus.
-    lm.softmax_bias.assign(-np.log(np.arange(1, vocabulary + 1)).astype("float32"))
-    outputs = tf.constant(rng.normal(size=(256, 6)), tf.float32)
+    bias = -np.log(np.arange(1, vocabulary + 1)).astype("float32")
+    y_pred = tf.constant(rng.normal(size=(8, 16, 12)), tf.float32)
     ranks = np.arange(1, vocabulary + 1)
-    targets = rng.choice(vocabulary, size=256, p=(1 / ranks) / (1 / ranks).sum())
-    full = float(tf.reduce_mean(lm.full_softmax_nll(outputs, tf.constant(targets, tf.int32))))
+    targets = rng.choice(vocabulary, size=(2, 8, 16), p=(1 / ranks) / (1 / ranks).sum())
+    targets[:, :, -2:] = -1  # padding: no target
+    y = {"forward_targets": targets[0].astype("int32"),
+         "backward_targets": targets[1].astype("int32")}
 
-    def sampled(num_negatives, draws=60):
-        losses = [tf.reduce_mean(tf.nn.sampled_softmax_loss(
-            lm.softmax_kernel, lm.softmax_bias, tf.constant(targets[:, None], tf.int64),
-            outputs, num_sampled=num_negatives, num_classes=vocabulary)) for _ in range(draws)]
-        return float(np.mean(losses))
+    def losses(num_negatives, draws):
+        lm = _lm(vocabulary_size=vocabulary, num_negatives=num_negatives)
+        lm.softmax_bias.assign(bias)
+        full = float(lm.compute_loss(y=y, y_pred=y_pred, training=False))
+        sampled = [float(lm.compute_loss(y=y, y_pred=y_pred, training=True))
+                   for _ in range(draws)]
+        return full, np.array(sampled)
 
-    few, many = sampled(100), sampled(350)
-    assert abs(many - full) < abs(few - full) + 0.02
-    assert abs(few - full) / full < 0.15, (few, full)
-    assert abs(many - full) / full < 0.05, (many, full)
+    full, few = losses(100, 40)
+    full_again, many = losses(350, 40)
+    assert full == full_again
+    assert np.std(few) > 1e-3 and np.all(few != full)  # sampled, and a new draw every step
+    assert abs(many.mean() - full) < abs(few.mean() - full) + 0.02
+    assert abs(few.mean() - full) / full < 0.15, (few.mean(), full)
+    assert abs(many.mean() - full) / full < 0.05, (many.mean(), full)
+
+
+@pytest.mark.parametrize("vocabulary_size", [12, 400])  # full softmax, sampled softmax
+def test_fit_compiles_with_xla(vocabulary_size):
+    """What Keras does on a GPU by default (`jit_compile=True`), here on the CPU: every op of
+    the training and evaluation steps compiles, with bilm-tf's optimizer, and training works."""
+    rng = np.random.default_rng(7)
+    lm = _lm(vocabulary_size=vocabulary_size, num_negatives=100, dropout=0.1, stateful=True,
+             max_batch_size=4)
+    char_ids = _char_ids(rng, 4, 6, lengths=[6, 6, 4, 2])
+    targets = np.where(rng.random((4, 6)) < 0.8, 3,
+                       rng.integers(0, vocabulary_size, (4, 6))).astype("int32")
+    targets[2, 4:] = targets[3, 2:] = -1
+    data = tf.data.Dataset.from_tensors(
+        ({"char_ids": char_ids, "backward_char_ids": char_ids[:, ::-1].copy()},
+         {"forward_targets": targets, "backward_targets": targets})).repeat(15)
+    lm.compile(optimizer=SparseAdagrad(0.2, initial_accumulator_value=1.0, global_clipnorm=10.0),
+               jit_compile=True)
+    before = lm.evaluate(data.take(1), return_dict=True, verbose=0)["loss"]
+    history = lm.fit(data, epochs=1, verbose=0, shuffle=False).history
+    assert np.isfinite(history["loss"][-1])
+    after = lm.evaluate(data.take(1), return_dict=True, verbose=0)["loss"]
+    assert after < 0.8 * before, (before, after)
+
+
+def test_xla_is_not_chosen_by_default_on_a_gpu(monkeypatch):
+    """Keras's `jit_compile="auto"` means XLA for any model on a GPU; the language model's
+    default is no XLA (its gradient was measured 60x slower compiled on an H100)."""
+    gpu = tf.config.PhysicalDevice(name="/physical_device:GPU:0", device_type="GPU")
+    devices = tf.config.list_physical_devices()
+    monkeypatch.setattr(tf.config, "list_physical_devices",
+                        lambda device_type=None: devices + [gpu] if device_type is None
+                        else [d for d in devices + [gpu] if d.device_type == device_type])
+    dense = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    dense.compile(optimizer="sgd", loss="mse")
+    assert dense.jit_compile is True  # what Keras does on a GPU
+    lm = _lm()
+    lm.compile(optimizer="sgd")
+    assert lm.jit_compile is False
+    lm.compile(optimizer="sgd", jit_compile=True)
+    assert lm.jit_compile is True
 
 
 def test_training_samples_only_when_the_vocabulary_is_larger_than_the_negatives():

@@ -73,7 +73,7 @@ def test_sparse_update_touches_only_the_rows_in_the_graph():
     graph = tf.function(lambda g: optimizer.apply([g], [table])).get_concrete_function(
         grad).graph
     ops = {node.type for node in graph.get_operations()}
-    assert {"ResourceScatterUpdate", "ResourceScatterSub"} <= ops
+    assert {"ResourceScatterAdd", "ResourceScatterSub"} <= ops
     assert "AssignSubVariableOp" not in ops  # no dense update of the table
 
 

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from tests.conftest import CPU_ONLY_ENV
 from tests.recipes import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ STEPS = 4
 
 
 def _env(**extra):
-    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **CPU_ONLY_ENV, **extra)
 
 
 def _write_recipe(path, **overrides):

@@ -15,12 +15,13 @@ import h5py
 import numpy as np
 import pytest
 
+from tests.conftest import CPU_ONLY_ENV
 from tests.recipes import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS, EVERY = 12, 4
 CHECKPOINT = re.compile(r"ckpt-(\d{9})\.weights\.h5")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **CPU_ONLY_ENV)
 
 
 def _command(recipe, corpus, output):

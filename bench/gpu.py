@@ -1,0 +1,223 @@
+"""GPU benchmark and checks: pre-training and inference throughput, XLA and TF32 on and off,
+parity with bilm-tf, on the GPU TensorFlow sees.
+
+    python bench/gpu.py [--parts parity inference training] [--output FILE]
+    python bench/gpu.py --smoke     # tiny shapes on any device: checks this script, writes
+                                    # nothing under bench/results
+
+On the project's lent GPU machine (no TensorFlow of its own), from the project root here:
+
+    bash ../shared/gpu/prepare.sh   # then the commands it prints, on the device, then there:
+    bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh \
+        && python3 bench/gpu.py --output $OUT/gpu.json
+
+and commit the JSON as `bench/results/gpu.json`. Without a GPU it refuses (GPU figures are never
+estimated); CPU figures are `bench/inference.py`'s and `bench/training.py`'s.
+
+What it measures (every figure a median or best of repeated runs in one process):
+
+* parity: the bilm-tf fixture (10 stateful batches, `../shared/fixtures/bilm_tf`) through
+  `ElmoBackbone.__call__` and `embed` (XLA on a GPU), largest |difference|, TF32 off and on.
+* inference: the `original` shape (random weights) at 1x20, 32x20, 64x40 and 1024x20 tokens:
+  `embed` (the default path: XLA, shape buckets) and the plain graph, float32 with TF32 off
+  and on, and `mixed_bfloat16`; tokens/s of real tokens, and the first call's seconds (tracing
+  and compiling).
+* training: `elmo_original` as the recipe trains it (stream batches of 384 x 20, the released
+  793,471-word vocabulary, 8192 sampled negatives, dropout, `SparseAdagrad`), synthetic
+  batches from memory: tokens/s of `fit` steps for float32 (TF32 on, off) and
+  `mixed_bfloat16`, each with `jit_compile=False` (the default) and `True`; and the step's
+  parts (encoder, LSTM stacks, softmax, update; `bench/training.py`'s) for the default.
+"""
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import json
+import os
+import pathlib
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.inference import best_seconds, machine, sentences, versions  # noqa: E402
+from bench.training import (  # noqa: E402
+    dataset, fit_steps, make_language_model, part_functions, synthetic_batch)
+from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids  # noqa: E402
+from elmo_tf.recipes.recipe import Recipe  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+FIXTURE = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
+SETUP = ("TensorFlow 2.21's own GPU build (CUDA 12.5, sm_90 kernels JIT-compiled from PTX on "
+         "first use) with the lent machine's cuBLAS 13 and cuDNN 9 (CUDA 13 build) standing in "
+         "for the CUDA 12 packages `tensorflow[and-cuda]` installs (../shared/gpu/README.md); "
+         "not a stock installation.")
+FULL = {"inference_preset": "original", "shapes": [(1, 20), (32, 20), (64, 40), (1024, 20)],
+        "runs": 5, "recipe": "elmo_original", "batch": 384, "vocabulary": 793_471,
+        "warmup_steps": 3, "steps": 10}
+SMOKE = {"inference_preset": None, "shapes": [(1, 5), (3, 7)], "runs": 2, "recipe": "tiny",
+         "batch": 4, "vocabulary": 2_000, "warmup_steps": 1, "steps": 2}
+TINY_INFERENCE = ElmoConfig(lstm_dim=32, projection_dim=8, n_layers=2, char_embedding_dim=4,
+                            filters=((1, 8), (2, 8)), cell_clip=3.0, proj_clip=3.0,
+                            use_skip_connections=True, n_highway=1)
+
+
+def tf32(enabled):
+    tf.config.experimental.enable_tensor_float_32_execution(enabled)
+    return "tf32_on" if enabled else "tf32_off"
+
+
+def parity():
+    """Largest |difference| from bilm-tf's outputs on the fixture's 10 stateful batches."""
+    if not (FIXTURE / "lm_weights.hdf5").exists():
+        return {"status": "missing", "reason": f"no bilm-tf fixture at {FIXTURE}"}
+    sentences_file = json.loads((FIXTURE / "lm_embeddings_sentences.json").read_text())
+    import h5py
+
+    batches = []
+    for i in range(10):
+        tokens = [sentences_file[k][i].split() for k in range(3)]
+        expected = []
+        for k in range(3):
+            with h5py.File(FIXTURE / f"lm_embeddings_{k}.hdf5", "r") as f:
+                top = f[str(i)][...]
+            expected.append(np.concatenate([top[0], top[1]], axis=-1))
+        batches.append((tokens_to_char_ids(tokens), tokens, expected))
+    results = {}
+    for enabled in (False, True):
+        setting = tf32(enabled)
+        for method in ("__call__", "embed"):
+            backbone = ElmoBackbone.from_allennlp(FIXTURE / "options.json",
+                                                  FIXTURE / "lm_weights.hdf5", stateful=True)
+            run = getattr(backbone, method)
+            worst = 0.0
+            for ids, tokens, expected in batches:
+                layers = run(ids)["layers"].numpy()
+                for k in range(3):
+                    worst = max(worst, float(np.abs(layers[k, 2, :len(tokens[k])]
+                                                    - expected[k]).max()))
+            results[f"{method.strip('_')}_{setting}"] = worst
+    return results
+
+
+def inference(settings):
+    preset = settings["inference_preset"]
+    config = ElmoConfig.from_preset(preset) if preset else TINY_INFERENCE
+    keras.utils.set_random_seed(0)
+    fp32 = ElmoBackbone(config)
+    bf16 = ElmoBackbone(config, dtype="mixed_bfloat16")
+    bf16.set_weights(fp32.get_weights())
+    spec = tf.TensorSpec([None, None, config.max_characters_per_token], tf.int32)
+    plain = tf.function(lambda ids: fp32(ids, training=False)["layers"], input_signature=[spec])
+    results = {"model": preset or "tiny", "tokens_per_second": {}, "first_call_seconds": {}}
+    for batch, steps in settings["shapes"]:
+        ids = tokens_to_char_ids(sentences(batch, steps, seed=batch))
+        shape = f"{batch}x{steps}"
+        for enabled in (False, True):
+            setting = tf32(enabled)
+            runs = {f"embed_fp32_{setting}": lambda: fp32.embed(ids)["layers"].numpy(),
+                    f"plain_graph_fp32_{setting}": lambda: plain(ids).numpy()}
+            if enabled:
+                runs["embed_mixed_bfloat16"] = lambda: bf16.embed(ids)["layers"].numpy()
+            for name, fn in runs.items():
+                started = time.perf_counter()
+                fn()
+                results["first_call_seconds"].setdefault(name, {})[shape] = \
+                    time.perf_counter() - started
+                seconds = best_seconds(fn, settings["runs"])
+                results["tokens_per_second"].setdefault(name, {})[shape] = batch * steps / seconds
+        print(f"inference {shape}: " + ", ".join(
+            f"{k} {v[shape]:.0f}" for k, v in results["tokens_per_second"].items()), flush=True)
+    return results
+
+
+def training(settings):
+    recipe = dataclasses.replace(Recipe.from_name(settings["recipe"]),
+                                 batch_size=settings["batch"], window=20)
+    config = {"batch": settings["batch"], "vocabulary": settings["vocabulary"]}
+    x, y = synthetic_batch(config, recipe)
+    tokens = settings["batch"] * 20
+    strategy = tf.distribute.get_strategy()
+    results = {"recipe": recipe.name, "batch": f"{settings['batch']}x20",
+               "vocabulary": settings["vocabulary"], "num_negatives": recipe.num_negatives,
+               "runs": {}}
+    for dtype, enabled in ((None, False), (None, True), ("mixed_bfloat16", True)):
+        setting = tf32(enabled)
+        for jit_compile in (False, True):
+            name = f"{dtype or 'float32'}_{setting}_{'xla' if jit_compile else 'no_xla'}"
+            keras.utils.set_random_seed(0)
+            lm = make_language_model(recipe, config, 1, strategy, dtype)
+            lm.compile(optimizer=lm.optimizer, jit_compile=jit_compile)
+            data = dataset(x, y, strategy, 1)
+            started = time.perf_counter()
+            try:
+                fit_steps(lm, data, settings["warmup_steps"])
+            except Exception as error:  # noqa: BLE001 - recorded, not estimated
+                results["runs"][name] = {"status": "failed", "error": str(error)[:2000]}
+                print(f"training {name}: FAILED {str(error)[:200]}", flush=True)
+                continue
+            warmup = time.perf_counter() - started
+            timer = fit_steps(lm, data, settings["steps"])
+            step = float(np.median(timer.seconds))
+            run = {"status": "ok", "jit_compile": bool(lm.jit_compile),
+                   "warmup_seconds_with_compilation": warmup, "step_seconds_median": step,
+                   "step_seconds_all": timer.seconds, "tokens_per_second": tokens / step,
+                   "final_logs": timer.logs}
+            if dtype is None and enabled and not jit_compile:  # the default: where time goes
+                functions, _ = part_functions(lm, tf.nest.map_structure(tf.constant, x), y)
+                run["parts_seconds"] = {}
+                for part, fn in functions.items():
+                    fn()
+                    run["parts_seconds"][part] = best_seconds(fn, 3)
+            results["runs"][name] = run
+            print(f"training {name}: {tokens / step:.0f} tokens/s (step {step:.3f} s)",
+                  flush=True)
+            del lm, data
+            keras.backend.clear_session()
+            gc.collect()
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", nargs="+", default=["parity", "inference", "training"],
+                        choices=["parity", "inference", "training"])
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny shapes on any device, to check the script")
+    parser.add_argument("--output", default=None)
+    args = parser.parse_args()
+    gpus = tf.config.list_logical_devices("GPU")
+    if not gpus and not args.smoke:
+        sys.exit("bench/gpu.py: no GPU visible to TensorFlow; GPU figures are never estimated "
+                 "(see ../shared/gpu/README.md to run it on a lent GPU, or --smoke).")
+    settings = SMOKE if args.smoke else FULL
+    started = time.perf_counter()
+    report = {"benchmark": "gpu", "smoke": args.smoke,
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "command": " ".join(["python"] + sys.argv), "machine": machine(),
+              "gpu_devices": [tf.config.experimental.get_device_details(d)
+                              for d in tf.config.list_physical_devices("GPU")],
+              "versions": versions(), "setup": SETUP if gpus else "no GPU: smoke run"}
+    for part in args.parts:
+        report[part] = {"parity": parity, "inference": lambda: inference(settings),
+                        "training": lambda: training(settings)}[part]()
+    tf32(True)
+    report["wall_seconds"] = time.perf_counter() - started
+    output = args.output or (os.path.join(tempfile.gettempdir(), "gpu-smoke.json") if args.smoke
+                             else str(ROOT / "bench" / "results" / "gpu.json"))
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    with open(output, "w") as f:
+        json.dump(report, f, indent=2, default=str)
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()

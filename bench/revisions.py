@@ -1,0 +1,137 @@
+"""Speed of this tree against an earlier revision, measured in the same run (CPU or GPU).
+
+    python bench/revisions.py --baseline REV [--repeats 3] [--output FILE]
+
+Checks REV out into a temporary git worktree, then alternates fresh processes of the two trees
+(baseline, current, baseline, ...), each importing its own `elmo_tf` and timing:
+
+* inference: `ElmoBackbone(original).embed` (random weights, seed 0) at 1x20, 32x20 and 64x40
+  tokens, the best of 3 runs after a warm-up;
+* training: the median `fit` step of `tiny` (32 x 20 stream batches, 340 words, full softmax) and
+  of `elmo_small` (32 x 20, the released 793,471-word vocabulary, 8192 sampled negatives), as
+  `build_language_model` compiles them, on synthetic batches (`bench/training.py`'s).
+
+Machines are noisy and differ between sessions, so the figures that matter are the ratios
+current / baseline of the medians over repeats, written with every sample to the JSON
+(default `bench/results/revisions-<device>.json`).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPES = ((1, 20), (32, 20), (64, 40))
+TRAINING = {"tiny": {"batch": 32, "vocabulary": 340},
+            "elmo_small": {"batch": 32, "vocabulary": 793_471}}
+PREFIX = "MEASURED "
+
+
+def measure(tree):
+    """Runs in a child whose `elmo_tf` is `tree`'s; prints one JSON line of seconds."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    sys.path.insert(0, tree)  # its elmo_tf (and its bench helpers, the same functions)
+    import dataclasses
+
+    import keras
+    import numpy as np
+
+    import elmo_tf
+    from bench.inference import best_seconds, sentences
+    from bench.training import dataset, fit_steps, synthetic_batch
+    from elmo_tf.recipes.recipe import Recipe
+    from elmo_tf.recipes.training import build_language_model
+
+    assert os.path.dirname(os.path.dirname(os.path.abspath(elmo_tf.__file__))) == tree
+    import tensorflow as tf
+
+    seconds = {}
+    keras.utils.set_random_seed(0)
+    backbone = elmo_tf.ElmoBackbone(elmo_tf.ElmoConfig.from_preset("original"))
+    for batch, steps in SHAPES:
+        ids = elmo_tf.tokens_to_char_ids(sentences(batch, steps, seed=batch))
+        run = lambda: backbone.embed(ids)["layers"].numpy()  # noqa: E731
+        run()
+        seconds[f"embed_{batch}x{steps}"] = best_seconds(run, 3)
+    for name, config in TRAINING.items():
+        recipe = dataclasses.replace(Recipe.from_name(name), batch_size=config["batch"],
+                                     window=20)
+        keras.utils.set_random_seed(0)
+        lm = build_language_model(recipe, config["vocabulary"])
+        x, y = synthetic_batch(config, recipe)
+        data = dataset(x, y, tf.distribute.get_strategy(), 1)
+        fit_steps(lm, data, 2)
+        seconds[f"fit_step_{name}"] = float(np.median(fit_steps(lm, data, 4).seconds))
+    print(PREFIX + json.dumps(seconds), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="the git revision to compare with")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--measure", help=argparse.SUPPRESS)  # child: the tree to time
+    args = parser.parse_args()
+    if args.measure:
+        measure(args.measure)
+        return
+    if not args.baseline:
+        parser.error("--baseline REV is required")
+    sys.path.insert(0, ROOT)
+    from bench.inference import machine, versions
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        baseline_tree = os.path.join(tmp, "baseline")
+        subprocess.run(["git", "worktree", "add", "--detach", baseline_tree, args.baseline],
+                       cwd=ROOT, check=True, capture_output=True)
+        try:
+            trees = {"baseline": baseline_tree, "current": ROOT}
+            samples = {name: [] for name in trees}
+            for repeat in range(args.repeats):
+                for name, tree in trees.items():
+                    done = subprocess.run(
+                        [sys.executable, os.path.abspath(__file__), "--measure", tree],
+                        capture_output=True, text=True, check=False)
+                    lines = [line for line in done.stdout.splitlines()
+                             if line.startswith(PREFIX)]
+                    if done.returncode or not lines:
+                        sys.exit(f"{name} tree failed:\n{done.stderr[-3000:]}")
+                    samples[name].append(json.loads(lines[-1][len(PREFIX):]))
+                    print(f"repeat {repeat + 1}/{args.repeats} {name}: {samples[name][-1]}",
+                          flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", baseline_tree], cwd=ROOT,
+                           check=False, capture_output=True)
+    import numpy as np
+
+    keys = list(samples["current"][0])
+    medians = {name: {k: float(np.median([s[k] for s in runs])) for k in keys}
+               for name, runs in samples.items()}
+    ratios = {k: medians["current"][k] / medians["baseline"][k] for k in keys}
+    info = machine()
+    report = {"benchmark": "revisions", "what": "seconds (lower is better) of the same work by "
+              "two revisions, alternated in one run; ratio = current / baseline",
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "command": " ".join(["python"] + sys.argv), "baseline": args.baseline,
+              "machine": info, "versions": versions(), "repeats": args.repeats,
+              "seconds_median": medians, "current_over_baseline": ratios, "samples": samples,
+              "wall_seconds": time.perf_counter() - started}
+    device = "gpu" if info["gpus"] else "cpu"
+    output = args.output or os.path.join(ROOT, "bench", "results", f"revisions-{device}.json")
+    os.makedirs(os.path.dirname(output), exist_ok=True)
+    with open(output, "w") as f:
+        json.dump(report, f, indent=2)
+    for k in keys:
+        print(f"{k:22s} baseline {medians['baseline'][k]:8.3f} s  current "
+              f"{medians['current'][k]:8.3f} s  ratio {ratios[k]:.3f}")
+    print(f"wrote {output}")
+
+
+if __name__ == "__main__":
+    main()
