@@ -102,10 +102,7 @@ def naive_forward(backbone):
     @tf.function(input_signature=[tf.TensorSpec([None, None, 50], tf.int32)])
     def forward(char_ids):
         ids, _ = add_boundaries(char_ids)
-        x = backbone.char_cnn(ids)
-        for highway in backbone.highways:
-            x = highway(x)
-        x = backbone.projection(x)
+        x = backbone.token_encoder(ids)
         layers = [tf.concat([x, x], -1)]
         inputs = [x, x]
         for k in range(backbone.config.n_layers):

@@ -45,7 +45,10 @@ def measure(tree):
     from bench.inference import best_seconds, sentences
     from bench.training import dataset, fit_steps, synthetic_batch
     from elmo_tf.recipes.recipe import Recipe
-    from elmo_tf.recipes.training import build_language_model
+    try:
+        from elmo_tf.training import build_language_model
+    except ImportError:  # revisions from before the training package
+        from elmo_tf.recipes.training import build_language_model
 
     assert os.path.dirname(os.path.dirname(os.path.abspath(elmo_tf.__file__))) == tree
     import tensorflow as tf

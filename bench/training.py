@@ -67,7 +67,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.inference import best_seconds, gemm_rate, machine, versions
 from elmo_tf import tokens_to_char_ids
 from elmo_tf.recipes.recipe import Recipe
-from elmo_tf.recipes.training import build_language_model, make_strategy
+from elmo_tf.training import build_language_model, make_strategy
 
 RELEASED_VOCABULARY = 793_471  # the 1B Word Benchmark vocabulary of the released models
 WINDOW = 20
@@ -193,14 +193,13 @@ def graph_op_counts(concrete, names):
 def part_functions(lm, x, y):
     """The tf.functions timed as the step's parts (see the module docstring), and probes."""
     backbone = lm.backbone
-    encoder_vars = [v for layer in [backbone.char_cnn, *backbone.highways, backbone.projection]
-                    if layer is not None for v in layer.trainable_variables]
+    encoder_vars = backbone.token_encoder.trainable_variables
     lstm_vars = backbone.bilm.trainable_variables
-    softmax_vars = [lm.softmax_kernel, lm.softmax_bias]
+    softmax_vars = [lm.softmax.kernel, lm.softmax.bias]
     ids = tf.concat([x["char_ids"], x["backward_char_ids"]], 0)
     batch = x["char_ids"].shape[0]
     rng = tf.random.Generator.from_seed(1)
-    embeddings = tf.function(backbone.encode_tokens)(ids)
+    embeddings = tf.function(backbone.token_encoder)(ids)
     mask = tf.reduce_any(x["char_ids"] > 0, -1)
     top = lm(x, training=True)
     upstream_embeddings = rng.normal(embeddings.shape, dtype=embeddings.dtype)
@@ -209,7 +208,7 @@ def part_functions(lm, x, y):
     @tf.function
     def encoder(ids):
         with tf.GradientTape() as tape:
-            out = backbone.encode_tokens(ids)
+            out = backbone.token_encoder(ids)
             loss = tf.reduce_sum(tf.cast(out, tf.float32) * tf.cast(upstream_embeddings,
                                                                      tf.float32))
         return tape.gradient(loss, encoder_vars)
@@ -244,7 +243,7 @@ def part_functions(lm, x, y):
         warnings.simplefilter("always")
         grads = forward_backward(x)
     kernel_index = next(i for i, v in enumerate(lm.trainable_variables)
-                        if v is lm.softmax_kernel)
+                        if v is lm.softmax.kernel)
     gradient_kind = kind(grads[kernel_index])
 
     @tf.function
@@ -397,7 +396,7 @@ def run_config(name, replicas, repeats, quick):
         "window": WINDOW, "tokens_per_step": tokens,
         "recipe_batch_rows": Recipe.from_name(config["recipe"]).batch_size,
         "vocabulary_size": config["vocabulary"], "num_negatives": recipe.num_negatives,
-        "softmax": "sampled" if lm.samples_softmax else "full",
+        "softmax": "sampled" if lm.softmax.samples else "full",
         "dropout": recipe.dropout,
         "optimizer": {"name": type(lm.optimizer).__name__, "learning_rate": recipe.learning_rate,
                       "initial_accumulator_value": recipe.initial_accumulator_value,

@@ -8,17 +8,9 @@ Example:
 
 __version__ = "0.1.0"
 
-import os as _os
-import sys as _sys
-
-if _os.path.basename(_sys.argv[0]) == "elmo-tf":  # the command line, before TensorFlow loads
-    from elmo_tf.cli import quiet_tensorflow_startup
-
-    quiet_tensorflow_startup()
-
-from elmo_tf.data.char_ids import tokens_to_char_ids  # noqa: E402
-from elmo_tf.models.elmo_backbone import ElmoBackbone  # noqa: E402
-from elmo_tf.models.elmo_config import ElmoConfig  # noqa: E402
-from elmo_tf.models.elmo_embedding import ElmoEmbedding  # noqa: E402
+from elmo_tf.data.char_ids import tokens_to_char_ids
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
 __all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "tokens_to_char_ids", "__version__"]

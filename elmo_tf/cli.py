@@ -3,7 +3,7 @@
     elmo-tf vocab --corpus GLOB --output vocab.txt  # frequency-sorted, bilm-tf's format
     elmo-tf train --recipe tiny --corpus builtin --output DIR   # pre-train (resumes if killed)
     elmo-tf evaluate --model DIR --corpus GLOB     # full-softmax perplexities
-    elmo-tf init --preset small --output DIR       # a random model in the released layout
+    elmo-tf init --preset elmo_small --output DIR  # a random model in the released layout
     elmo-tf dump sentences.txt vectors.hdf5 --model DIR [--layers all|top|average]
     elmo-tf embed --model DIR --output vectors.hdf5  # dump --layers all, from stdin
     elmo-tf export --model DIR --output serving/elmo # a SavedModel: serving/elmo/1/
@@ -16,24 +16,6 @@ import os
 import sys
 
 PROG = "elmo-tf"
-
-
-def quiet_tensorflow_startup():
-    """Imports TensorFlow with its C++ start-up messages silenced (for the command line only).
-
-    TensorFlow prints absl INFO lines before its log level applies, and CUDA probing errors on
-    machines without a GPU; they would bury the command's own output. Errors raised by the import
-    itself still reach the user: stderr is restored before they propagate.
-    """
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-    os.dup2(null, 2)
-    try:
-        import tensorflow  # noqa: F401
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
 
 
 def main(argv=None):
@@ -66,9 +48,12 @@ def _library_log_on_stderr():
 
 
 def _parser():
-    from elmo_tf.export.embeddings_hdf5 import (
-        LAYERS,  # here: this module must not import TF
-    )
+    # Every list of choices comes from the registry that owns it.
+    from elmo_tf.data.corpus import TOKENIZERS
+    from elmo_tf.export.embeddings_hdf5 import LAYERS
+    from elmo_tf.models.elmo.elmo_presets import ALIASES, ELMO_PRESETS
+    from elmo_tf.recipes.recipe import Recipe
+    from elmo_tf.training import MIXED_PRECISION, STRATEGIES
 
     parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -78,7 +63,9 @@ def _parser():
         description="Writes DIR/options.json and DIR/weights.hdf5 for a released shape with "
                     "bilm-tf's training initialisation, e.g. to try the pipeline before "
                     "training or converting a model.")
-    init.add_argument("--preset", required=True, choices=("small", "medium", "original"))
+    init.add_argument("--preset", required=True, choices=[*ELMO_PRESETS, *ALIASES],
+                      help=f"one of {', '.join(ELMO_PRESETS)} (the released shapes also as "
+                           f"{', '.join(ALIASES)})")
     init.add_argument("--output", required=True, metavar="DIR")
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
@@ -88,7 +75,7 @@ def _parser():
         description="Counts the tokens of the corpus (streaming, with a progress bar) and writes "
                     "bilm-tf's vocab format: <S>, </S>, <UNK>, then the words by decreasing "
                     "frequency (the sampled softmax's log-uniform sampler relies on the order).")
-    _corpus_arguments(vocab)
+    _corpus_arguments(vocab, TOKENIZERS)
     vocab.add_argument("--output", required=True, metavar="VOCAB", help="the file to write")
     vocab.add_argument("--min-count", type=_positive_int, default=1,
                        help="leave out words seen fewer times (default 1)")
@@ -103,15 +90,14 @@ def _parser():
                     "TensorBoard logs. Run the same command again after a crash to resume "
                     "from the last checkpoint.")
     train.add_argument("--recipe", required=True,
-                       help="elmo_original, elmo_medium, elmo_small, tiny, or a recipe .json")
-    _corpus_arguments(train, builtin=True)
+                       help=f"{', '.join(Recipe.names())}, or a recipe .json")
+    _corpus_arguments(train, TOKENIZERS, builtin=True)
     train.add_argument("--output", required=True, metavar="DIR")
     train.add_argument("--vocab", help="vocab file (default: built from the corpus)")
     train.add_argument("--validation", metavar="GLOB",
                        help="held-out corpus evaluated at every checkpoint (default for "
                             "builtin: its held-out part)")
-    train.add_argument("--strategy", choices=("default", "mirrored", "multi-worker"),
-                       default="default",
+    train.add_argument("--strategy", choices=STRATEGIES, default="default",
                        help="mirrored: all local GPUs (or --cpu-replicas logical CPUs); "
                             "multi-worker: the cluster in TF_CONFIG")
     train.add_argument("--cpu-replicas", type=_positive_int, default=2,
@@ -121,7 +107,7 @@ def _parser():
     length.add_argument("--steps", type=_positive_int, help="optimizer steps")
     train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
                        help="steps between checkpoints (default: an epoch, at most 1000)")
-    train.add_argument("--mixed-precision", choices=("bfloat16", "float16"),
+    train.add_argument("--mixed-precision", choices=[k for k in MIXED_PRECISION if k],
                        help="Keras mixed precision (bfloat16 on CPU; float16 or bfloat16 on GPU)")
     train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     train.set_defaults(run=_train)
@@ -131,7 +117,7 @@ def _parser():
         description="Prints forward, backward and average perplexity and writes them as JSON "
                     "(--json) for a directory `elmo-tf train` wrote.")
     evaluate.add_argument("--model", required=True, metavar="DIR")
-    _corpus_arguments(evaluate, builtin=True)
+    _corpus_arguments(evaluate, TOKENIZERS, builtin=True)
     evaluate.add_argument("--json", metavar="FILE", help="also write the results here")
     evaluate.set_defaults(run=_evaluate)
 
@@ -188,14 +174,14 @@ def _model_arguments(command):
     command.add_argument("--weights", help="weights.hdf5 in the released layout (with --options)")
 
 
-def _corpus_arguments(command, builtin=False):
+def _corpus_arguments(command, tokenizers, builtin=False):
     command.add_argument(
         "--corpus", required=True,
         help="file glob (one sentence per line, e.g. the 1B Word Benchmark's shards), "
              "tfds:NAME for a TFDS dataset prepared in --tfds-data-dir"
              + (", or builtin: the generated corpus with a known best perplexity" if builtin
                 else ""))
-    command.add_argument("--tokenizer", choices=("whitespace", "wordpunct", "unicode_script"),
+    command.add_argument("--tokenizer", choices=tokenizers,
                          default=None if builtin else "whitespace",
                          help="how lines become tokens (default whitespace: pre-tokenized text)")
     command.add_argument("--tfds-data-dir", help="where tfds:NAME is prepared (no downloads)")
@@ -217,9 +203,11 @@ def _model_files(args):
 
 
 def _positive_int(text):
+    from elmo_tf.checks import positive_int_problems
+
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1; got {value}")
+    if positive_int_problems(value=value):
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
     return value
 
 
@@ -242,13 +230,13 @@ def _read_sentences(path):
 
 def _dump(args):
     from elmo_tf.export.embeddings_hdf5 import write_embeddings
-    from elmo_tf.models.elmo_backbone import ElmoBackbone
+    from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 
     sentences = _read_sentences(args.input)
     backbone = ElmoBackbone.from_allennlp(*_model_files(args))
     tokens = write_embeddings(backbone, sentences, args.output, layers=args.layers,
                               batch_size=args.batch_size)
-    layers, width = backbone.config.n_layers + 1, backbone.config.output_dim
+    layers, width = backbone.num_layers, backbone.output_dim
     shape = f"[{layers}, n_tokens, {width}]" if args.layers == "all" else f"[n_tokens, {width}]"
     print(f"wrote {len(sentences)} sentences ({tokens} tokens) to {args.output}: dataset 'i' = "
           f"float32 {shape} for sentence i, and 'sentence_to_index'")
@@ -277,7 +265,7 @@ def _vocab(args):
 
 
 def _train(args):
-    from elmo_tf.recipes import training
+    from elmo_tf import training
 
     strategy = training.make_strategy(args.strategy, args.cpu_replicas)  # before TF starts
     results = training.train(
@@ -296,19 +284,15 @@ def _train(args):
 def _evaluate(args):
     import json
 
-    from elmo_tf.recipes import training
+    from elmo_tf import training
 
     results = training.evaluate(args.model, args.corpus, tokenizer=args.tokenizer,
                                 tfds_data_dir=args.tfds_data_dir)
     _print_perplexities(args.corpus, results, results.get("best_perplexity"))
     if args.json:
-        from elmo_tf.files import write_atomically
+        from elmo_tf.files import write_json_atomically
 
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(results, f, indent=2)
-
-        write_atomically(args.json, write)
+        write_json_atomically(args.json, results)
     print(json.dumps(results))
     return 0
 
@@ -324,8 +308,8 @@ def _print_perplexities(name, results, best=None):
 def _init(args):
     import keras
 
-    from elmo_tf.models.elmo_backbone import ElmoBackbone
-    from elmo_tf.models.elmo_config import ElmoConfig
+    from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+    from elmo_tf.models.elmo.elmo_config import ElmoConfig
 
     keras.utils.set_random_seed(args.seed)
     backbone = ElmoBackbone(ElmoConfig.from_preset(args.preset))

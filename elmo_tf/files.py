@@ -1,5 +1,7 @@
-"""File helpers: nothing half-written is ever left where a result is expected."""
+"""File helpers: nothing half-written is ever left where a result is expected, and JSON files
+read with errors that name them."""
 
+import json
 import os
 import tempfile
 
@@ -28,3 +30,21 @@ def write_atomically(path, write):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def write_json_atomically(path, value):
+    """Writes `value` as indented JSON to `path`, atomically (`write_atomically`)."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(value, f, indent=2)
+
+    write_atomically(path, write)
+
+
+def read_json(path):
+    """The JSON value in `path`; a file that is not JSON is a ValueError that names it."""
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: not valid JSON ({error}).") from None

@@ -8,6 +8,7 @@ sentence-boundary ids. Only core TensorFlow string ops are used, so the function
 `tf.data`, and inside exported graphs that TF Serving can load.
 """
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -108,6 +109,30 @@ def tokens_to_tensor(tokens):
     return ragged.to_tensor(default_value="") if isinstance(ragged, tf.RaggedTensor) else ragged
 
 
+def is_strings(inputs):
+    """True for string tensors (dense or ragged), string arrays and nested lists of str.
+
+    An empty Python list counts as a batch of no sentences of tokens.
+    """
+    if isinstance(inputs, np.ndarray):
+        return inputs.dtype.kind in "USO"
+    if hasattr(inputs, "dtype"):
+        return tf.as_dtype(inputs.dtype) == tf.string
+    while isinstance(inputs, (list, tuple)):
+        if not inputs:
+            return True
+        inputs = inputs[0]
+    return isinstance(inputs, (str, bytes))
+
+
+def as_tensor(inputs):
+    """Tokens as nested lists of `str` or a NumPy string array -> a string tensor padded with
+    `""` (Keras layers take tensors); anything else as it is."""
+    if isinstance(inputs, (list, tuple, np.ndarray)) and is_strings(inputs):
+        return tokens_to_tensor(inputs)
+    return inputs
+
+
 def _check_python_tokens(nested, where="tokens"):
     if isinstance(nested, (list, tuple)):
         for i, item in enumerate(nested):
@@ -116,3 +141,36 @@ def _check_python_tokens(nested, where="tokens"):
         raise TypeError(
             f"{where} is {type(nested).__name__} {nested!r}; tokens must be str (lists of "
             "sentences of str tokens, padded with \"\").")
+
+
+def check_char_ids(char_ids, max_characters_per_token):
+    """Returns `char_ids` as an int32 tensor `[batch, time, chars]`, or raises a clear error."""
+    expected = f"int32 char ids [batch, time, {max_characters_per_token}]"
+    if isinstance(char_ids, keras.KerasTensor):
+        tensor = char_ids
+    else:
+        try:
+            tensor = tf.convert_to_tensor(char_ids)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"ELMo expects {expected}; got {type(char_ids).__name__} "
+                            f"({error}).") from None
+    dtype = tf.as_dtype(tensor.dtype)
+    if not dtype.is_integer:
+        raise TypeError(
+            f"ELMo expects {expected}; got dtype {dtype.name}. String tokens go through "
+            "elmo_tf.tokens_to_char_ids or ElmoEmbedding.")
+    shape = tuple(tensor.shape)
+    if len(shape) != 3 or shape[-1] not in (None, max_characters_per_token):
+        raise ValueError(
+            f"ELMo expects {expected}; got shape {list(shape)}. Use "
+            "elmo_tf.tokens_to_char_ids(tokens) on string tokens [batch, time] padded with \"\".")
+    if tf.executing_eagerly() and not isinstance(tensor, keras.KerasTensor) and tf.size(tensor):
+        # Before the int32 cast (2**32 + x must not pass as x); a GPU gathers an out-of-range
+        # id as zeros without a word.
+        low, high = int(tf.reduce_min(tensor)), int(tf.reduce_max(tensor))
+        if low < 0 or high >= N_CHAR_IDS:
+            raise ValueError(f"ELMo expects {expected} with ids in [0, {N_CHAR_IDS - 1}] (0 is "
+                             f"padding); got ids from {low} to {high}.")
+    if dtype != tf.int32 and not isinstance(tensor, keras.KerasTensor):
+        tensor = tf.cast(tensor, tf.int32)
+    return tensor

@@ -26,9 +26,14 @@ import threading
 
 import tensorflow as tf
 
+from elmo_tf.checks import check_positive_ints
+
 logger = logging.getLogger("elmo_tf")
 
 TOKENIZERS = ("whitespace", "wordpunct", "unicode_script")
+# The generated corpus of `elmo_tf.data.generated_corpus`, by name (training writes it into its
+# run directory).
+BUILTIN_CORPUS = "builtin"
 
 # Exactly the characters Python's `str.split()` splits on (checked over all code points):
 # Unicode separators (Z*) plus the C0 controls \t\n\v\f\r\x1c-\x1f and NEL (\x85).
@@ -225,10 +230,8 @@ def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
     ...     ids = vocabulary.lookup(batch)
     """
     tokenize = get_tokenizer(tokenizer)
-    for name, value in [("max_tokens_per_line", max_tokens_per_line),
-                        ("lines_per_batch", lines_per_batch)]:
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    check_positive_ints(max_tokens_per_line=max_tokens_per_line,
+                        lines_per_batch=lines_per_batch)
     if isinstance(source, str) and source.startswith("tfds:"):
         lines = _tfds_lines(source[len("tfds:"):], tfds_data_dir, tfds_split, text_feature,
                             shuffle_files, seed)

@@ -21,6 +21,7 @@ microseconds per token); the strings become char ids (`tokens_to_char_ids`) and 
 import numpy as np
 import tensorflow as tf
 
+from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import (
     BOS_TOKEN,
     EOS_TOKEN,
@@ -77,10 +78,8 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
-    for name, value in (("batch_size", batch_size), ("window", window),
-                        ("shuffle_buffer", shuffle_buffer), ("replicas", replicas)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    check_positive_ints(batch_size=batch_size, window=window, shuffle_buffer=shuffle_buffer,
+                        replicas=replicas)
     if batch_size % replicas:
         raise ValueError(f"batch_size ({batch_size}) must be a multiple of replicas ({replicas}).")
     with_boundaries = sentences.filter(lambda s: tf.size(s) > 0).map(

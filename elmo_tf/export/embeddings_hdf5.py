@@ -5,6 +5,7 @@ import json
 import h5py
 import keras
 
+from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import tokens_to_char_ids
 from elmo_tf.files import write_atomically
 
@@ -25,8 +26,8 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
     dataset with 0 tokens.
 
     Args:
-        backbone: an `ElmoBackbone` (a stateful one is refused: its vectors would depend on the
-            batching order).
+        backbone: a `Backbone`, e.g. an `ElmoBackbone` (a stateful one is refused: its vectors
+            would depend on the batching order).
         sentences: a list of token lists.
         output_file: the `.hdf5` path; nothing is written there unless every sentence succeeded.
         layers: `"all"`, `"top"` or `"average"`.
@@ -43,8 +44,7 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
     if backbone.stateful:
         raise ValueError("write_embeddings needs a stateless backbone; its vectors would depend "
                          "on the order of the batches otherwise.")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1; got {batch_size}.")
+    check_positive_ints(batch_size=batch_size)
     if layers not in LAYERS:
         raise ValueError(f"layers must be one of {LAYERS}; got {layers!r}.")
     select = {"all": lambda x: x, "top": lambda x: x[-1], "average": lambda x: x.mean(axis=0)}[
@@ -58,7 +58,7 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 ids = tokens_to_char_ids([sentences[i] for i in batch],
-                                         backbone.config.max_characters_per_token)
+                                         backbone.max_characters_per_token)
                 vectors = backbone.embed(ids)["layers"].numpy()
                 for row, i in enumerate(batch):
                     f.create_dataset(str(i), data=select(vectors[row, :, :len(sentences[i])]))

@@ -7,8 +7,7 @@ import tempfile
 
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import tokens_to_char_ids
-from elmo_tf.layers.chunking import map_in_chunks
+from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
 # intermediate tensors for a request of any size (10,000 sentences, say) are those of this many.
@@ -100,20 +99,19 @@ def _serving_module(embedding):
     """(the object saved: the reusable SavedModel API and the tracked layer, its signatures)."""
     if not embedding.built:
         embedding.build((None, None))  # the mixes' weights must exist before they are listed
-    backbone = embedding.backbone
-    n_layers = backbone.config.n_layers
+    backbone = embedding.backbone  # only its contract is used (elmo_tf.models.backbone)
+    n_layers = backbone.num_layers - 1  # the recurrent layers: lstm_outputs1, ...
     remove_boundaries = embedding.remove_boundaries
     tokens_spec = tf.TensorSpec([None, None], tf.string)
-    width = backbone.config.output_dim
-    output_specs = {"word_emb": tf.TensorSpec([None, None, backbone.config.projection_dim]),
+    width = backbone.output_dim
+    output_specs = {"word_emb": tf.TensorSpec([None, None, backbone.token_dim]),
                     "elmo": tf.TensorSpec([None, None, width]),
                     "mask": tf.TensorSpec([None, None], tf.bool),
                     **{f"lstm_outputs{k}": tf.TensorSpec([None, None, width])
                        for k in range(1, n_layers + 1)}}
 
     def chunk_outputs(tokens):
-        outputs = backbone(tokens_to_char_ids(tokens, backbone.config.max_characters_per_token),
-                           training=False)
+        outputs = backbone(embedding.preprocessor(tokens), training=False)
         mask = outputs["mask"]
         word_emb, _ = remove_boundaries(outputs["token_embeddings"],
                                         outputs["mask_with_boundaries"])

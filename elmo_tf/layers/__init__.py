@@ -7,9 +7,10 @@ from elmo_tf.layers.highway import Highway
 from elmo_tf.layers.projected_lstm import ProjectedLSTM
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
+from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 
 __all__ = [
     "AddSentenceBoundaries", "BiLMStack", "CharCNN", "Highway", "ProjectedLSTM",
-    "RemoveSentenceBoundaries", "ScalarMix", "TokensToCharIds",
+    "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds",
 ]

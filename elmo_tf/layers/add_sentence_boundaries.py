@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.data.char_ids import BOS_CHAR, EOS_CHAR, special_token_char_ids
-from elmo_tf.layers.masking import char_ids_mask, sequence_lengths
+from elmo_tf.ops.padding import char_ids_mask, sequence_lengths
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")

@@ -3,13 +3,13 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.masking import sequence_lengths
 from elmo_tf.layers.projected_lstm import (
     ProjectedLSTM,
     removed_implementation,
     run_projected_lstms,
-    zero_state,
 )
+from elmo_tf.ops.lstm import reverse_valid_steps, zero_state
+from elmo_tf.ops.padding import sequence_lengths
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -112,14 +112,14 @@ class BiLMStack(keras.layers.Layer):
         states = self._initial_states(batch)
 
         def to_batch_major(forward_tm, backward_tm):
-            backward_tm = tf.reverse_sequence(backward_tm, lengths, seq_axis=0, batch_axis=1)
+            backward_tm = reverse_valid_steps(backward_tm, lengths)
             return tf.transpose(tf.concat([forward_tm, backward_tm], axis=-1), [1, 0, 2])
 
         if backward_token_embeddings is None:
             backward_token_embeddings = token_embeddings
         forward_tm = tf.transpose(token_embeddings, [1, 0, 2])
-        backward_tm = tf.reverse_sequence(tf.transpose(backward_token_embeddings, [1, 0, 2]),
-                                          lengths, seq_axis=0, batch_axis=1)
+        backward_tm = reverse_valid_steps(tf.transpose(backward_token_embeddings, [1, 0, 2]),
+                                          lengths)
         mask_f = tf.cast(mask, token_embeddings.dtype)[:, :, None]
         layers = [tf.concat([token_embeddings, backward_token_embeddings], axis=-1) * mask_f]
         final_states = []

@@ -5,7 +5,7 @@ import math
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.chunking import compute_device_type, map_in_chunks
+from elmo_tf.ops.chunking import compute_device_type, map_in_chunks
 from elmo_tf.layers.initializers import initializer
 
 # Memory for the intermediate tensors of one chunk of tokens, by device. On a CPU a chunk that

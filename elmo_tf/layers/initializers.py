@@ -20,7 +20,7 @@ def skip_initialization():
     Example:
     >>> with skip_initialization():
     ...     backbone = ElmoBackbone(config)
-    >>> allennlp_weights.load(backbone, "weights.hdf5")  # assigns every weight
+    >>> elmo_weights.load(backbone, "weights.hdf5")  # assigns every weight
     """
     token = _SKIP.set(True)
     try:

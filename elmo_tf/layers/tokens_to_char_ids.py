@@ -1,26 +1,36 @@
-"""`TokensToCharIds`: the in-graph tokenizer step of ELMo (string tokens -> char ids)."""
+"""`TokensToCharIds`: ELMo's preprocessor, tokens (or char ids) -> char ids, with the mask."""
 
 import keras
 
-from elmo_tf.data.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
-from elmo_tf.layers.masking import token_mask
+from elmo_tf.data.char_ids import (
+    MAX_CHARACTERS_PER_TOKEN,
+    as_tensor,
+    check_char_ids,
+    is_strings,
+    tokens_to_char_ids,
+)
+from elmo_tf.ops.padding import char_ids_mask, token_mask
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class TokensToCharIds(keras.layers.Layer):
-    """String tokens `[batch, time]` padded with `""` -> int32 char ids `[batch, time, 50]`.
+    """What a backbone reads, from what users give: string tokens `[batch, time]` padded with
+    `""`, a `tf.RaggedTensor` of strings, nested lists of `str` or a NumPy string array ->
+    int32 char ids `[batch, time, max_characters_per_token]`; char ids pass through, checked.
 
-    A layer around `elmo_tf.tokens_to_char_ids` (core TF string ops only, so models that contain
-    it can be served). A `tf.RaggedTensor` of tokens is padded with `""` first. The output mask
-    is `tokens != ""`.
+    The one place where Keras models turn text into char ids (`ElmoEmbedding`, the SavedModel
+    export), around `elmo_tf.tokens_to_char_ids` (core TF string ops only, so models that
+    contain it can be served; `tf.data` pipelines call that function directly). No sentence
+    boundaries are added: the backbone adds them. The output mask is `tokens != ""` (for char
+    ids: a row with any id > 0).
 
     Args:
         max_characters_per_token: ids per token (50 in every released model).
 
     Example:
     >>> layer = TokensToCharIds()
-    >>> layer(tf.constant([["Hello", "world", ""]])).shape
-    TensorShape([1, 3, 50])
+    >>> layer([["Hello", "world"], ["Hi"]]).shape
+    TensorShape([2, 2, 50])
     """
 
     def __init__(self, max_characters_per_token=MAX_CHARACTERS_PER_TOKEN, **kwargs):
@@ -29,18 +39,31 @@ class TokensToCharIds(keras.layers.Layer):
         self.max_characters_per_token = max_characters_per_token
         self.supports_masking = True
         self.supports_jit = False  # string ops do not compile with XLA
+        self._convert_input_args = False  # no cast to int32: wrong dtypes get a clear error
 
-    def call(self, tokens):
-        return tokens_to_char_ids(tokens, self.max_characters_per_token)
+    def __call__(self, inputs, *args, **kwargs):
+        return super().__call__(as_tensor(inputs), *args, **kwargs)
 
-    def compute_mask(self, tokens, mask=None):
-        return token_mask(tokens)
+    def call(self, inputs):
+        if not is_strings(inputs):
+            return check_char_ids(inputs, self.max_characters_per_token)
+        if len(inputs.shape) != 2:
+            raise ValueError(
+                f"string tokens must be [batch, time] (padded with \"\"); got shape "
+                f"{list(inputs.shape)}. One sentence is a batch of one: [tokens].")
+        return tokens_to_char_ids(inputs, self.max_characters_per_token)
+
+    def compute_mask(self, inputs, mask=None):
+        inputs = as_tensor(inputs)
+        return token_mask(inputs) if is_strings(inputs) else char_ids_mask(inputs)
 
     def compute_output_shape(self, input_shape):
+        if len(input_shape) == 3:  # char ids
+            return tuple(input_shape)
         return tuple(input_shape) + (self.max_characters_per_token,)
 
-    def compute_output_spec(self, tokens):
-        return keras.KerasTensor(self.compute_output_shape(tokens.shape), dtype="int32")
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype="int32")
 
     def get_config(self):
         config = super().get_config()

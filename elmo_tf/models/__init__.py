@@ -1,9 +1,12 @@
-"""ELMo models: the configuration, the biLM backbone, its pre-training task and the downstream
-embedding layer."""
+"""Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`),
+and the downstream embedding layers that work on any backbone."""
 
-from elmo_tf.models.elmo_backbone import ElmoBackbone
-from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
-from elmo_tf.models.elmo_language_model import ElmoLanguageModel
+from elmo_tf.models.task import Task
 
-__all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel"]
+__all__ = ["Backbone", "ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel",
+           "Task"]

@@ -1,30 +1,33 @@
 """`ElmoEmbedding`: ELMo vectors as a layer of a downstream Keras model."""
 
 import keras
-import numpy as np
-import tensorflow as tf
 
-from elmo_tf.data.char_ids import tokens_to_char_ids, tokens_to_tensor
-from elmo_tf.layers.masking import char_ids_mask, token_mask
+from elmo_tf.checks import check_positive_ints
+from elmo_tf.data.char_ids import as_tensor
 from elmo_tf.layers.projected_lstm import removed_implementation
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
-from elmo_tf.models.elmo_backbone import ElmoBackbone, check_char_ids
+from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
+from elmo_tf.models.backbone import Backbone, with_backbone_object
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class ElmoEmbedding(keras.layers.Layer):
     """Tokens -> ELMo representations `[batch, time, 2P]`, with a Keras mask.
 
-    AllenNLP's `Elmo` module on an `ElmoBackbone`: each of `num_output_representations` scalar
-    mixes combines the biLM layers on the grid that includes `<S>`/`</S>` (so layer-norm
-    statistics include them, as in AllenNLP), the boundaries are removed, and dropout is applied.
+    AllenNLP's `Elmo` module on any `Backbone` (ELMo's `ElmoBackbone`, or any model that keeps
+    the backbone contract, as AllenNLP's `Elmo(module=...)`): each of
+    `num_output_representations` scalar mixes combines the backbone's layers on the grid that
+    includes `<S>`/`</S>` (so layer-norm statistics include them, as in AllenNLP), the
+    boundaries are removed, and dropout is applied.
 
-    Input: string tokens `[batch, time]` padded with `""` (or a `tf.RaggedTensor` of strings), or
-    int32 char ids `[batch, time, 50]` as `elmo_tf.tokens_to_char_ids` makes them.
+    Input (through `TokensToCharIds`): string tokens `[batch, time]` padded with `""`, a
+    `tf.RaggedTensor` of strings, nested lists of `str`, or int32 char ids `[batch, time, 50]`
+    as `elmo_tf.tokens_to_char_ids` makes them.
 
     Args:
-        backbone: an `ElmoBackbone`.
+        backbone: a `Backbone`, e.g. an `ElmoBackbone`.
         num_output_representations: independent scalar mixes (one per use in the task model);
             with more than one the layer returns a list.
         scalar_mix_parameters: fixed pre-softmax mix weights (one per biLM layer); the mix is then
@@ -45,11 +48,10 @@ class ElmoEmbedding(keras.layers.Layer):
     def __init__(self, backbone, num_output_representations=1, scalar_mix_parameters=None,
                  do_layer_norm=False, dropout=0.5, l2_coef=None, fine_tune=False, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(backbone, ElmoBackbone):
-            raise TypeError(f"backbone must be an ElmoBackbone; got {type(backbone).__name__}.")
-        if num_output_representations < 1:
-            raise ValueError(
-                f"num_output_representations must be >= 1; got {num_output_representations}.")
+        if not isinstance(backbone, Backbone):
+            raise TypeError(f"backbone must be an elmo_tf Backbone (ElmoBackbone, or any model "
+                            f"that keeps the Backbone contract); got {type(backbone).__name__}.")
+        check_positive_ints(num_output_representations=num_output_representations)
         self.backbone = backbone
         self.fine_tune = fine_tune  # sets backbone.trainable (the backbone is this layer's own)
         self.num_output_representations = int(num_output_representations)
@@ -58,9 +60,10 @@ class ElmoEmbedding(keras.layers.Layer):
         self.do_layer_norm = bool(do_layer_norm)
         self.dropout = float(dropout)
         self.l2_coef = None if l2_coef is None else float(l2_coef)
+        self.preprocessor = TokensToCharIds(backbone.max_characters_per_token)
         self.remove_boundaries = RemoveSentenceBoundaries(time_axis=1, dtype=self.dtype_policy)
         self.scalar_mixes = [
-            ScalarMix(backbone.config.n_layers + 1, do_layer_norm=do_layer_norm,
+            ScalarMix(backbone.num_layers, do_layer_norm=do_layer_norm,
                       initial_scalar_parameters=self.scalar_mix_parameters, l2_coef=l2_coef,
                       dropout=dropout, trainable=scalar_mix_parameters is None,
                       dtype=self.dtype_policy, name=f"scalar_mix_{i}")
@@ -117,17 +120,14 @@ class ElmoEmbedding(keras.layers.Layer):
         return SavedModelEmbedding(saved_model_dir, trainable=trainable, **kwargs)
 
     def build(self, input_shape):
-        config = self.backbone.config
         for mix in self.scalar_mixes:
-            mix.build((None, config.n_layers + 1, None, config.output_dim))
+            mix.build((None, self.backbone.num_layers, None, self.backbone.output_dim))
 
     def __call__(self, inputs, *args, **kwargs):
-        if isinstance(inputs, (list, tuple, np.ndarray)) and _is_strings(inputs):
-            inputs = tokens_to_tensor(inputs)  # Keras layers take tensors
-        return super().__call__(inputs, *args, **kwargs)
+        return super().__call__(as_tensor(inputs), *args, **kwargs)  # Keras layers take tensors
 
     def call(self, inputs, training=None):
-        return self.mix(self.backbone(self._char_ids(inputs), training=training), training)
+        return self.mix(self.backbone(self.preprocessor(inputs), training=training), training)
 
     def mix(self, backbone_outputs, training=None):
         """The representations from `ElmoBackbone` outputs (for callers that also need those)."""
@@ -138,24 +138,12 @@ class ElmoEmbedding(keras.layers.Layer):
             for mix in self.scalar_mixes]
         return representations[0] if len(representations) == 1 else representations
 
-    def _char_ids(self, inputs):
-        chars = self.backbone.config.max_characters_per_token
-        if not _is_strings(inputs):
-            return check_char_ids(inputs, chars)
-        if len(inputs.shape) != 2:
-            raise ValueError(
-                f"string tokens must be [batch, time] (padded with \"\"); got shape "
-                f"{list(inputs.shape)}. One sentence is a batch of one: [tokens].")
-        return tokens_to_char_ids(inputs, chars)
-
     def compute_mask(self, inputs, mask=None):
-        if isinstance(inputs, (list, tuple, np.ndarray)) and _is_strings(inputs):
-            inputs = tokens_to_tensor(inputs)
-        mask = token_mask(inputs) if _is_strings(inputs) else char_ids_mask(inputs)
+        mask = self.preprocessor.compute_mask(inputs)
         return mask if self.num_output_representations == 1 else [mask] * len(self.scalar_mixes)
 
     def compute_output_shape(self, input_shape):
-        shape = tuple(input_shape[:2]) + (self.backbone.config.output_dim,)
+        shape = tuple(input_shape[:2]) + (self.backbone.output_dim,)
         return shape if self.num_output_representations == 1 else [shape] * (
             self.num_output_representations)
 
@@ -170,22 +158,4 @@ class ElmoEmbedding(keras.layers.Layer):
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(config["backbone"])
-        return cls(**config)
-
-
-def _is_strings(inputs):
-    """True for string tensors (dense or ragged), string arrays and nested lists of str.
-
-    An empty Python list counts as a batch of no sentences of tokens.
-    """
-    if isinstance(inputs, np.ndarray):
-        return inputs.dtype.kind in "USO"
-    if hasattr(inputs, "dtype"):
-        return tf.as_dtype(inputs.dtype) == tf.string
-    while isinstance(inputs, (list, tuple)):
-        if not inputs:
-            return True
-        inputs = inputs[0]
-    return isinstance(inputs, (str, bytes))
+        return cls(**with_backbone_object(config))

@@ -6,7 +6,7 @@ import re
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.masking import token_mask
+from elmo_tf.ops.padding import token_mask
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")

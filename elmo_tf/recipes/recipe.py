@@ -1,11 +1,12 @@
 """`Recipe`: everything that defines a pre-training run, by name or from a JSON file."""
 
 import dataclasses
-import json
 import math
 
+from elmo_tf.checks import positive_int_problems
 from elmo_tf.data.language_model_dataset import MODES
-from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.files import read_json
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -18,7 +19,8 @@ class Recipe:
     Adagrad 0.2 with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128
     rows on each of 3 GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train
     the released small/medium shapes the same way. `tiny` is a model of a few hundred thousand
-    parameters for tests and the demo.
+    parameters for tests and the demo. Each trains the preset of its name
+    (`elmo_tf.models.elmo.elmo_presets`).
 
     Args:
         name: a label for logs.
@@ -63,11 +65,9 @@ class Recipe:
             problems.append(f"model must be an ElmoConfig; got {type(self.model).__name__}")
         if self.mode not in MODES:
             problems.append(f"mode must be one of {list(MODES)}; got {self.mode!r}")
-        for name in ("batch_size", "window", "num_negatives", "epochs", "min_count",
-                     "shuffle_buffer"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                problems.append(f"{name} must be a positive integer; got {value!r}")
+        problems += positive_int_problems(**{
+            name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
+                                                   "epochs", "min_count", "shuffle_buffer")})
         if self.max_vocabulary_size is not None and (
                 not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
             problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "
@@ -102,15 +102,10 @@ class Recipe:
     def from_file(cls, path):
         """Reads a recipe JSON file: `{"base": NAME, ...overrides}` or every field.
 
-        `"model"` is a released preset name (`small`, `medium`, `original`) or an options.json
+        `"model"` is a preset name (`ElmoConfig.presets()`, e.g. `elmo_small`) or an options.json
         object (`{"lstm": {...}, "char_cnn": {...}}`). Unknown keys are errors.
         """
-        with open(path, encoding="utf-8") as f:
-            try:
-                spec = json.load(f)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: not valid JSON ({error}).") from None
-        return cls.from_dict(spec, source=str(path))
+        return cls.from_dict(read_json(path), source=str(path))
 
     @classmethod
     def from_dict(cls, spec, source="recipe"):
@@ -155,15 +150,10 @@ class Recipe:
                 "sample_softmax": vocabulary_size > self.num_negatives}
 
 
-def _tiny_config():
-    return ElmoConfig(lstm_dim=64, projection_dim=16, n_layers=2, char_embedding_dim=8,
-                      filters=((1, 16), (2, 16), (3, 32), (4, 64)), cell_clip=3.0,
-                      proj_clip=3.0, use_skip_connections=True, n_highway=1)
-
-
 _RECIPES = {
-    "elmo_original": Recipe("elmo_original", ElmoConfig.from_preset("original"), batch_size=384),
-    "elmo_medium": Recipe("elmo_medium", ElmoConfig.from_preset("medium"), batch_size=384),
-    "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("small"), batch_size=384),
-    "tiny": Recipe("tiny", _tiny_config(), batch_size=32, epochs=3),
+    "elmo_original": Recipe("elmo_original", ElmoConfig.from_preset("elmo_original"),
+                            batch_size=384),
+    "elmo_medium": Recipe("elmo_medium", ElmoConfig.from_preset("elmo_medium"), batch_size=384),
+    "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("elmo_small"), batch_size=384),
+    "tiny": Recipe("tiny", ElmoConfig.from_preset("tiny"), batch_size=32, epochs=3),
 }

@@ -229,7 +229,7 @@ def test_read_corpus_batches_holds_the_same_sentences_batch_wise(tmp_path):
     assert all(isinstance(b, tf.RaggedTensor) for b in batches)
     got = [[t.decode("utf-8") for t in s] for b in batches for s in b.to_list()]
     assert got == expected(paths)
-    with pytest.raises(ValueError, match="lines_per_batch must be a positive int, got 0"):
+    with pytest.raises(ValueError, match="lines_per_batch must be a positive integer; got 0"):
         read_corpus_batches(str(tmp_path / "*"), lines_per_batch=0)
 
 

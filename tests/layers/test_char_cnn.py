@@ -107,7 +107,7 @@ def test_result_and_gradients_do_not_depend_on_the_chunking(monkeypatch, tokens_
 def test_chunks_are_sized_by_the_device_memory_budget():
     """The released CNN (~450 kB of float32 intermediates per token): tens of tokens at a time
     on a CPU, thousands on a GPU; twice as many in bfloat16."""
-    from elmo_tf.models.elmo_config import ElmoConfig
+    from elmo_tf.models.elmo.elmo_config import ElmoConfig
 
     config = ElmoConfig.from_preset("original")
     cnn = CharCNN(config.filters, config.char_embedding_dim)

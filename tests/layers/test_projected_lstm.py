@@ -3,7 +3,7 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf.layers import ProjectedLSTM
-from elmo_tf.layers.projected_lstm import exact_recurrence
+from elmo_tf.ops.lstm import exact_recurrence
 from tests import reference
 from tests.conftest import assert_serializable
 

@@ -157,7 +157,7 @@ def test_bad_inputs_get_clear_errors(elmo):
         elmo(tf.zeros([1, 2, 49], tf.int32))
     with pytest.raises(TypeError, match=r"tokens\[0\]\[1\] is int"):
         elmo([["a", 1]])
-    with pytest.raises(TypeError, match="backbone must be an ElmoBackbone"):
+    with pytest.raises(TypeError, match="backbone must be an elmo_tf Backbone"):
         ElmoEmbedding("options.json")
     with pytest.raises(ValueError, match=r"\[batch, time\].*got shape \[2\].*\[tokens\]"):
         elmo(["The", "cat"])

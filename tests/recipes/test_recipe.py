@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from elmo_tf.models.elmo_config import ElmoConfig
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.recipes.recipe import Recipe
 
 

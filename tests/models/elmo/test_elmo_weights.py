@@ -49,7 +49,7 @@ def test_no_projection_when_the_cnn_width_equals_projection_dim(tmp_path):
                         filters=((1, 2), (2, 4)))
     backbone = ElmoBackbone(config)
     backbone.save_allennlp(tmp_path / "w.hdf5")
-    assert backbone.projection is None
+    assert backbone.token_encoder.projection is None
     assert not [n for n in _datasets(tmp_path / "w.hdf5") if n.startswith("CNN_proj")]
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import CPU_ONLY_ENV
-from tests.recipes import RECIPE, h5_values
+from tests.training import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS, EVERY = 12, 4

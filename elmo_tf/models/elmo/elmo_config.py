@@ -1,11 +1,11 @@
 """`ElmoConfig`: the shape of an ELMo biLM, read from and written to bilm-tf's options.json."""
 
 import dataclasses
-import json
 
-from elmo_tf.files import write_atomically
+from elmo_tf.checks import positive_int_problems
+from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.models.elmo.elmo_presets import ALIASES, ELMO_PRESETS
 
-RELEASED_FILTERS = ((1, 32), (2, 32), (3, 64), (4, 128), (5, 256), (6, 512), (7, 1024))
 
 # Keys of options.json that only bilm-tf's training reads; kept as they are, not interpreted.
 TRAINING_KEYS = (
@@ -64,11 +64,9 @@ class ElmoConfig:
     def __post_init__(self):
         filters = tuple((int(w), int(n)) for w, n in self.filters)
         object.__setattr__(self, "filters", filters)
-        problems = []
-        for name in ("lstm_dim", "projection_dim", "n_layers", "char_embedding_dim"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                problems.append(f"{name} must be a positive integer; got {value!r}")
+        problems = positive_int_problems(**{
+            name: getattr(self, name)
+            for name in ("lstm_dim", "projection_dim", "n_layers", "char_embedding_dim")})
         if not filters:
             problems.append("filters must list at least one (width, n_filters) pair")
         for width, n in filters:
@@ -109,15 +107,17 @@ class ElmoConfig:
     # --- presets -------------------------------------------------------------------------
     @classmethod
     def presets(cls):
-        """Names of the released shapes: `small`, `medium`, `original`."""
-        return tuple(_PRESETS)
+        """Names of the preset architectures (`elmo_tf.models.elmo.elmo_presets`)."""
+        return tuple(ELMO_PRESETS)
 
     @classmethod
     def from_preset(cls, name):
-        """The released configuration `name` (`small`, `medium` or `original`)."""
-        if name not in _PRESETS:
-            raise ValueError(f"unknown ELMo preset {name!r}; available: {list(_PRESETS)}.")
-        return _PRESETS[name]
+        """The preset architecture `name` (see `presets()`; the released shapes also as
+        `small`, `medium`, `original`)."""
+        if ALIASES.get(name, name) not in ELMO_PRESETS:
+            raise ValueError(f"unknown ELMo preset {name!r}; available: {list(ELMO_PRESETS)} "
+                             f"(or {list(ALIASES)}).")
+        return cls(**ELMO_PRESETS[ALIASES.get(name, name)])
 
     # --- options.json --------------------------------------------------------------------
     @classmethod
@@ -151,12 +151,7 @@ class ElmoConfig:
     @classmethod
     def from_options_json(cls, path):
         """Reads bilm-tf's options.json."""
-        with open(path, encoding="utf-8") as f:
-            try:
-                options = json.load(f)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}: not valid JSON ({error}).") from None
-        return cls.from_options(options, source=str(path))
+        return cls.from_options(read_json(path), source=str(path))
 
     def to_options(self):
         """The options.json dict (clips, skip connections and highways always written)."""
@@ -179,11 +174,7 @@ class ElmoConfig:
 
     def to_options_json(self, path):
         """Writes options.json atomically."""
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.to_options(), f, indent=2)
-
-        write_atomically(path, write)
+        write_json_atomically(path, self.to_options())
 
     def to_dict(self):
         """A JSON-able dict for `get_config` (the inverse of `ElmoConfig(**d)`)."""
@@ -205,16 +196,3 @@ def _section(options, name, keys, source):
                                   missing and f"missing keys {missing}") if part)
             + f"; accepted: {sorted(keys)} (required: {sorted(k for k, r in keys.items() if r)}).")
     return section
-
-
-def _released(lstm_dim, projection_dim, n_highway):
-    return ElmoConfig(lstm_dim=lstm_dim, projection_dim=projection_dim, n_layers=2,
-                      char_embedding_dim=16, filters=RELEASED_FILTERS, cell_clip=3.0,
-                      proj_clip=3.0, use_skip_connections=True, n_highway=n_highway)
-
-
-_PRESETS = {
-    "small": _released(1024, 128, 1),     # elmo_2x1024_128_2048cnn_1xhighway
-    "medium": _released(2048, 256, 1),    # elmo_2x2048_256_2048cnn_1xhighway
-    "original": _released(4096, 512, 2),  # elmo_2x4096_512_2048cnn_2xhighway
-}

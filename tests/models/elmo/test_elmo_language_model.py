@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_tf.models.elmo_backbone import ElmoBackbone
-from elmo_tf.models.elmo_config import ElmoConfig
-from elmo_tf.models.elmo_language_model import ElmoLanguageModel
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.optimizers import SparseAdagrad
 from tests.conftest import assert_serializable
 
@@ -49,7 +49,7 @@ def test_loss_is_the_mean_of_both_directions_full_softmax_nll():
     loss = lm.compute_loss(y=y, y_pred=top, training=False)
 
     top, kernel, bias = (np.asarray(v, np.float64) for v in
-                         (top, lm.softmax_kernel, lm.softmax_bias))
+                         (top, lm.softmax.kernel, lm.softmax.bias))
     means = []
     for half, targets in ((top[..., :6], forward), (top[..., 6:], backward)):
         valid = targets >= 0
@@ -58,18 +58,6 @@ def test_loss_is_the_mean_of_both_directions_full_softmax_nll():
     np.testing.assert_allclose(float(lm.forward_perplexity.result()), np.exp(means[0]), rtol=1e-5)
     np.testing.assert_allclose(float(lm.backward_perplexity.result()), np.exp(means[1]),
                                rtol=1e-5)
-
-
-def test_full_softmax_chunks_agree_with_one_matmul(monkeypatch):
-    from elmo_tf.layers import sampled_softmax
-
-    rng = np.random.default_rng(1)
-    lm = _lm()
-    outputs = tf.constant(rng.normal(size=(37, 6)), tf.float32)
-    targets = tf.constant(rng.integers(0, 40, size=37), tf.int32)
-    whole = lm.full_softmax_nll(outputs, targets)
-    monkeypatch.setattr(sampled_softmax, "MAX_LOGITS_PER_CHUNK", 40 * 5)  # 5 rows a chunk
-    np.testing.assert_allclose(lm.full_softmax_nll(outputs, targets), whole, rtol=1e-6)
 
 
 def test_training_loss_is_the_sampled_softmax_estimate_of_the_full_one():
@@ -89,7 +77,7 @@ def test_training_loss_is_the_sampled_softmax_estimate_of_the_full_one():
 
     def losses(num_negatives, draws):
         lm = _lm(vocabulary_size=vocabulary, num_negatives=num_negatives)
-        lm.softmax_bias.assign(bias)
+        lm.softmax.bias.assign(bias)
         full = float(lm.compute_loss(y=y, y_pred=y_pred, training=False))
         sampled = [float(lm.compute_loss(y=y, y_pred=y_pred, training=True))
                    for _ in range(draws)]
@@ -146,8 +134,8 @@ def test_xla_is_not_chosen_by_default_on_a_gpu(monkeypatch):
 
 
 def test_training_samples_only_when_the_vocabulary_is_larger_than_the_negatives():
-    assert _lm(vocabulary_size=40, num_negatives=39).samples_softmax
-    assert not _lm(vocabulary_size=40, num_negatives=40).samples_softmax
+    assert _lm(vocabulary_size=40, num_negatives=39).softmax.samples
+    assert not _lm(vocabulary_size=40, num_negatives=40).softmax.samples
 
 
 def test_stream_windows_carry_the_state_in_both_directions():

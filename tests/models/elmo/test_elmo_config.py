@@ -3,7 +3,7 @@ import json
 import pytest
 
 from elmo_tf import ElmoConfig
-from elmo_tf.models.elmo_config import RELEASED_FILTERS
+from elmo_tf.models.elmo.elmo_presets import RELEASED_FILTERS
 
 ORIGINAL_OPTIONS = {  # the released file, as the spec quotes it (§2)
     "lstm": {"use_skip_connections": True, "projection_dim": 512, "cell_clip": 3, "proj_clip": 3,
@@ -23,13 +23,22 @@ def test_released_original_options_equal_the_original_preset(tmp_path):
 
 
 @pytest.mark.parametrize("name, dim, proj, highway", [
-    ("small", 1024, 128, 1), ("medium", 2048, 256, 1), ("original", 4096, 512, 2)])
+    ("elmo_small", 1024, 128, 1), ("elmo_medium", 2048, 256, 1), ("elmo_original", 4096, 512, 2)])
 def test_presets_are_the_released_shapes(name, dim, proj, highway):
     c = ElmoConfig.from_preset(name)
     assert (c.lstm_dim, c.projection_dim, c.n_highway, c.n_layers) == (dim, proj, highway, 2)
     assert c.filters == RELEASED_FILTERS and c.cell_clip == c.proj_clip == 3.0
     assert c.use_skip_connections and c.char_embedding_dim == 16
-    assert set(ElmoConfig.presets()) == {"small", "medium", "original"}
+    assert ElmoConfig.from_preset(name[len("elmo_"):]) == c  # the 0.1 name
+    assert set(ElmoConfig.presets()) == {"tiny", "elmo_small", "elmo_medium", "elmo_original"}
+
+
+def test_every_recipe_trains_the_preset_of_its_name():
+    from elmo_tf.recipes.recipe import Recipe
+
+    assert set(Recipe.names()) == set(ElmoConfig.presets())
+    for name in Recipe.names():
+        assert Recipe.from_name(name).model == ElmoConfig.from_preset(name)
 
 
 def test_options_json_round_trip_keeps_training_keys(tmp_path, bilm_tf_dir):
@@ -79,5 +88,5 @@ def test_invalid_json_and_unknown_preset(tmp_path):
     (tmp_path / "o.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         ElmoConfig.from_options_json(tmp_path / "o.json")
-    with pytest.raises(ValueError, match=r"unknown ELMo preset 'large'; available: \['small'"):
+    with pytest.raises(ValueError, match=r"unknown ELMo preset 'large'; available: \['tiny'"):
         ElmoConfig.from_preset("large")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_tf.layers.sampled_softmax import (
+from elmo_tf.ops.softmax import (
     full_softmax_nll,
     log_uniform_candidates,
     log_uniform_probabilities,
@@ -157,3 +157,12 @@ def test_full_softmax_nll_against_numpy():
     expected = np.log(np.exp(logits).sum(1)) - logits[np.arange(7), targets]
     np.testing.assert_allclose(full_softmax_nll(kernel, bias, outputs, targets), expected,
                                rtol=1e-5)
+
+
+def test_full_softmax_chunks_agree_with_one_matmul(monkeypatch):
+    from elmo_tf.ops import softmax
+
+    kernel, bias, outputs, targets = _case(n=37)
+    whole = full_softmax_nll(kernel, bias, outputs, targets)
+    monkeypatch.setattr(softmax, "MAX_LOGITS_PER_CHUNK", V * 5)  # 5 rows a chunk
+    np.testing.assert_allclose(full_softmax_nll(kernel, bias, outputs, targets), whole, rtol=1e-6)

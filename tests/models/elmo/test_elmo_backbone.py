@@ -194,14 +194,14 @@ def test_embed_on_a_gpu_compiles_padded_shape_buckets_with_the_same_outputs(
         tiny_model, monkeypatch, stateful):
     """On a GPU `embed` runs an XLA graph on inputs padded to shape buckets; the outputs are
     those of the plain graph (the GPU is simulated: the CPU compiles XLA too)."""
-    from elmo_tf.models import elmo_backbone
+    from elmo_tf.models import backbone as contract
 
     _, _, options_file, weight_file = tiny_model
     plain = ElmoBackbone.from_allennlp(options_file, weight_file, stateful=stateful,
                                        max_batch_size=3)
     gpu = ElmoBackbone.from_allennlp(options_file, weight_file, stateful=stateful,
                                      max_batch_size=3)
-    monkeypatch.setattr(elmo_backbone, "compute_device_type", lambda: "GPU")
+    monkeypatch.setattr(contract, "compute_device_type", lambda: "GPU")
     batches = [SENTENCES[:3], [s[:2] for s in SENTENCES[1:3]], [SENTENCES[0] + ["x"] * 3]]
     for tokens in batches:  # 3 x 9 (-> 4 x 10 stateless), 2 x 2, 1 x 10
         ids = tokens_to_char_ids(tokens)
@@ -212,17 +212,6 @@ def test_embed_on_a_gpu_compiles_padded_shape_buckets_with_the_same_outputs(
             np.testing.assert_allclose(got[name], expected[name], atol=1e-5, err_msg=name)
     assert list(gpu._embed.functions) == ["xla"]
     assert gpu._embed.functions["xla"].experimental_get_tracing_count() == 1
-
-
-def test_shape_buckets_bound_the_padding_and_the_number_of_shapes():
-    from elmo_tf.models.elmo_backbone import shape_bucket
-
-    buckets = [shape_bucket(n) for n in range(2000)]
-    assert buckets[:9] == list(range(9)) and buckets[9] == 10 and buckets[20] == 20
-    assert all(b >= n and b < 1.25 * n + 1 for n, b in enumerate(buckets))
-    assert buckets == sorted(buckets) and all(shape_bucket(b) == b for b in buckets)
-    for k in range(3, 10):  # four sizes per doubling
-        assert len({b for b in buckets if 2 ** k < b <= 2 ** (k + 1)}) == 4
 
 
 @pytest.mark.parametrize("ids, match", [
@@ -276,7 +265,7 @@ def test_mixed_precision_survives_saving(tiny_model, tmp_path):
     backbone.save(tmp_path / "bf16.keras")
     for clone in (ElmoBackbone.from_config(backbone.get_config()),
                   keras.models.load_model(tmp_path / "bf16.keras")):
-        assert clone.bilm.compute_dtype == "bfloat16" and clone.char_cnn.compute_dtype == "bfloat16"
+        assert clone.bilm.compute_dtype == "bfloat16" and clone.token_encoder.char_cnn.compute_dtype == "bfloat16"
     ids = tokens_to_char_ids(SENTENCES)
     np.testing.assert_array_equal(clone(ids)["layers"], backbone(ids)["layers"])
 
@@ -342,7 +331,7 @@ def test_on_a_gpu_embed_compiles_with_xla_and_matches_the_cpu(tiny_model):
     if not tf.config.list_logical_devices("GPU"):
         pytest.skip("no GPU visible: this checks the GPU path (XLA, shape buckets, the GPU's "
                     "char-CNN chunks) on the device itself")
-    from elmo_tf.layers.chunking import compute_device_type
+    from elmo_tf.ops.chunking import compute_device_type
 
     _, _, options_file, weight_file = tiny_model
     backbone = ElmoBackbone.from_allennlp(options_file, weight_file)

@@ -19,21 +19,22 @@ def entries(backbone):
     A dataset holds its variables concatenated along their first axis, reshaped to the file shape.
     """
     config = backbone.config
-    cnn = backbone.char_cnn
+    encoder = backbone.token_encoder
+    cnn = encoder.char_cnn
     yield "char_embed", (261, config.char_embedding_dim), [cnn.char_embed]
     for i, (width, n_filters) in enumerate(config.filters):
         yield f"CNN/W_cnn_{i}", (1, width, config.char_embedding_dim, n_filters), [cnn.kernels[i]]
         yield f"CNN/b_cnn_{i}", (n_filters,), [cnn.biases[i]]
     n = config.num_filters
-    for k, highway in enumerate(backbone.highways):
+    for k, highway in enumerate(encoder.highways):
         yield f"CNN_high_{k}/W_carry", (n, n), [highway.carry_kernel]
         yield f"CNN_high_{k}/b_carry", (n,), [highway.carry_bias]
         yield f"CNN_high_{k}/W_transform", (n, n), [highway.transform_kernel]
         yield f"CNN_high_{k}/b_transform", (n,), [highway.transform_bias]
     p, c = config.projection_dim, config.lstm_dim
-    if backbone.projection is not None:
-        yield "CNN_proj/W_proj", (n, p), [backbone.projection.kernel]
-        yield "CNN_proj/b_proj", (p,), [backbone.projection.bias]
+    if encoder.projection is not None:
+        yield "CNN_proj/W_proj", (n, p), [encoder.projection.kernel]
+        yield "CNN_proj/b_proj", (p,), [encoder.projection.bias]
     for d, stack in enumerate(backbone.bilm.stacks):
         for k, lstm in enumerate(stack):
             prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import CPU_ONLY_ENV
-from tests.recipes import RECIPE, h5_values
+from tests.training import RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS = 4
@@ -35,13 +35,13 @@ def _write_recipe(path, **overrides):
 @pytest.fixture(scope="module")
 def strategy_runs(tmp_path_factory, corpus):
     """Both modes, each trained with the default strategy and with 2 mirrored replicas, in one
-    subprocess (`tests/recipes/strategy_runs.py`)."""
+    subprocess (`tests/training/strategy_runs.py`)."""
     base = tmp_path_factory.mktemp("strategies")
     # Stream mode with a global-norm clip below this model's gradient norms (0.2 to 0.5): the
     # sum of the replicas' gradients must be clipped, not each replica's part.
     recipes = [_write_recipe(base / "stream.json", mode="stream", clip_norm=0.1),
                _write_recipe(base / "sentence.json", mode="sentence")]
-    command = [sys.executable, "-m", "tests.recipes.strategy_runs", corpus["train"], str(base),
+    command = [sys.executable, "-m", "tests.training.strategy_runs", corpus["train"], str(base),
                str(STEPS), *map(str, recipes)]
     done = subprocess.run(command, check=False, cwd=ROOT, env=_env(), capture_output=True,
                           text=True, timeout=300)
@@ -100,7 +100,7 @@ def test_a_mirrored_stream_run_evaluates_as_the_one_replica_run(strategy_runs, c
                                                                  tmp_path):
     # Saved weights leave out the per-replica LSTM state, so `evaluate` (one replica) reloads a
     # 2-replica run; and a corpus that fills no batch is a clear error.
-    from elmo_tf.recipes.training import evaluate
+    from elmo_tf.training import evaluate
 
     base, _ = strategy_runs
     one = evaluate(str(base / "stream-default"), corpus["train"])

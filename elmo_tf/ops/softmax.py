@@ -18,7 +18,7 @@ import math
 
 import tensorflow as tf
 
-from elmo_tf.layers.chunking import map_in_chunks
+from elmo_tf.ops.chunking import map_in_chunks
 
 # The full softmax's logits are computed this many entries at a time at most (256 MB in float32).
 MAX_LOGITS_PER_CHUNK = 1 << 26

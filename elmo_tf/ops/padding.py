@@ -30,3 +30,17 @@ def sequence_lengths(mask):
         message="sequences must be right-padded: padding (all-zero char ids, \"\" tokens, a "
                 "false mask) may only follow the last token of a sentence")
     return lengths
+
+
+def check_right_padded(char_ids):
+    """Raises a ValueError naming the row when a padding position (all-zero char ids) comes
+    before a token; for eager tensors (graphs check at run time, outside XLA)."""
+    if not tf.executing_eagerly() or isinstance(char_ids, keras.KerasTensor):
+        return
+    mask = tf.reduce_any(char_ids > 0, axis=-1)
+    lengths = tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)
+    bad = tf.where(tf.reduce_any(mask != tf.sequence_mask(lengths, tf.shape(mask)[1]), axis=1))
+    if tf.size(bad):
+        raise ValueError(f"sequences must be right-padded: row {int(bad[0, 0])} has padding "
+                         "(all-zero char ids, \"\" tokens) before a token; padding may only "
+                         "follow the last token of a sentence.")

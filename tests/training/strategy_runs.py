@@ -1,7 +1,7 @@
 """Subprocess entry point of `test_distributed.py`: trains recipes with the default strategy and
 with `MirroredStrategy` over logical CPU devices, in one process.
 
-    python -m tests.recipes.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json...
+    python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json...
 
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its mode) it writes
@@ -19,7 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 def main(corpus, base, steps, *recipe_files):
-    from elmo_tf.recipes import training
+    from elmo_tf import training
 
     mirrored = training.make_strategy("mirrored", 2)  # before anything starts TensorFlow
     assert mirrored.num_replicas_in_sync == 2, mirrored.num_replicas_in_sync

@@ -10,11 +10,11 @@ import pytest
 from elmo_tf import cli
 from elmo_tf.data.generated_corpus import write_generated_corpus
 from elmo_tf.data.vocabulary import Vocabulary
-from elmo_tf.models.elmo_backbone import ElmoBackbone
-from elmo_tf.models.elmo_config import ElmoConfig
-from elmo_tf.recipes import training
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf import training
 from elmo_tf.recipes.recipe import Recipe
-from tests.recipes import MODEL as MODEL_OPTIONS
+from tests.training import MODEL as MODEL_OPTIONS
 
 MODEL = ElmoConfig.from_options(MODEL_OPTIONS)
 RECIPE = Recipe("test", MODEL, mode="sentence", batch_size=16, dropout=0.0, epochs=1,
@@ -77,7 +77,7 @@ def test_a_run_stopped_by_a_nan_loss_writes_no_checkpoint(tmp_path):
     # the newest, the one a restart resumes from.
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer="sgd", loss="mse")
-    checkpoint = training._Checkpoint(str(tmp_path))
+    checkpoint = training.checkpoints.Checkpoint(str(tmp_path))
     checkpoint.set_model(model)
     checkpoint.on_epoch_end(0, {"loss": 1.0})
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt-000000000.weights.h5"]

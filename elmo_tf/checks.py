@@ -1,0 +1,21 @@
+"""Argument checks shared across the package, with one wording for each problem."""
+
+
+def positive_int_problems(**values):
+    """A problem string for each value that is not a positive integer (bools are not), e.g.
+    `["batch_size must be a positive integer; got 0"]`."""
+    return [f"{name} must be a positive integer; got {value!r}" for name, value in values.items()
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1]
+
+
+def check_positive_ints(**values):
+    """Raises a ValueError naming every value that is not a positive integer.
+
+    Example:
+    >>> check_positive_ints(batch_size=32, window=0)
+    Traceback (most recent call last):
+    ValueError: window must be a positive integer; got 0.
+    """
+    problems = positive_int_problems(**values)
+    if problems:
+        raise ValueError("; ".join(problems) + ".")

@@ -1,0 +1,87 @@
+"""`WordSoftmax`: a language model's output layer over a word vocabulary, sampled or full."""
+
+import math
+
+import keras
+import tensorflow as tf
+
+from elmo_tf.checks import check_positive_ints
+from elmo_tf.ops.softmax import full_softmax_nll, sampled_softmax_nll
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class WordSoftmax(keras.layers.Layer):
+    """Hidden states `[n, P]` and target word ids `[n]` -> each row's negative log-likelihood.
+
+    bilm-tf's softmax (`../shared/spec/literature.md` §2.4-2.5): `kernel` `[V, P]` and `bias`
+    `[V]`, not tied to the input embeddings. Its dtype is float32 unless another is given (a
+    mixed global policy does not apply): a bfloat16 model's loss stays float32. In training the
+    loss is the sampled softmax's when the vocabulary is larger than `num_negatives`:
+    `num_negatives` log-uniform candidates per call (so the vocabulary must be sorted by
+    decreasing frequency, as `elmo_tf.data.build_vocabulary` writes it), accidental hits
+    removed, drawn as TF's sampler draws them with ops XLA compiles
+    (`elmo_tf.ops.softmax`); its kernel gradient is row-sparse. Otherwise, and always in
+    evaluation, the full softmax, computed a bounded number of rows at a time.
+
+    Args:
+        vocabulary_size: V.
+        num_negatives: sampled-softmax candidates per call (bilm-tf: 8192).
+
+    Call arguments:
+        outputs: float `[n, P]`.
+        targets: int `[n]` in `[0, V)`.
+        training: Python bool: the sampled estimate (if `samples`) or the full softmax.
+        seed: int32 `[2]`, the candidates' stateless seed; drawn per call when None.
+
+    Example:
+    >>> softmax = WordSoftmax(vocabulary_size=50_000, num_negatives=8192)
+    >>> nll = softmax(tf.random.normal([6, 16]), tf.constant([3, 9, 4, 1, 2, 7]), training=True)
+    """
+
+    def __init__(self, vocabulary_size, num_negatives=8192, **kwargs):
+        if kwargs.get("dtype") is None:
+            kwargs["dtype"] = "float32"  # not a mixed global policy: the loss stays float32
+        super().__init__(**kwargs)
+        if isinstance(vocabulary_size, bool) or int(vocabulary_size) != vocabulary_size \
+                or vocabulary_size < 4:
+            raise ValueError(f"vocabulary_size must be an integer >= 4 (the specials and a "
+                             f"word); got {vocabulary_size!r}.")
+        check_positive_ints(num_negatives=num_negatives)
+        self.vocabulary_size = int(vocabulary_size)
+        self.num_negatives = int(num_negatives)
+        self._loaded_by_owner = False
+
+    @property
+    def samples(self):
+        """Whether training uses the sampled softmax (V > num_negatives)."""
+        return self.vocabulary_size > self.num_negatives
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        self.kernel = self.add_weight(
+            name="softmax_kernel", shape=(self.vocabulary_size, dim), dtype="float32",
+            initializer=keras.initializers.RandomNormal(stddev=1.0 / math.sqrt(dim)))
+        self.bias = self.add_weight(name="softmax_bias", shape=(self.vocabulary_size,),
+                                    dtype="float32", initializer="zeros")
+
+    def call(self, outputs, targets, training=False, seed=None):
+        outputs = tf.cast(outputs, tf.float32)
+        if training and self.samples:
+            if seed is None:
+                seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+            return sampled_softmax_nll(self.kernel, self.bias, outputs, targets,
+                                       self.num_negatives, seed)
+        return full_softmax_nll(self.kernel, self.bias, outputs, targets)
+
+    def load_own_variables(self, store):
+        if self._loaded_by_owner and not len(store.keys()):
+            return  # a file whose owner held these weights itself (`ElmoLanguageModel` 0.1)
+        super().load_own_variables(store)
+
+    def compute_output_shape(self, outputs_shape, targets_shape=None):
+        return tuple(outputs_shape[:1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocabulary_size=self.vocabulary_size, num_negatives=self.num_negatives)
+        return config

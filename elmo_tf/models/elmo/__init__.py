@@ -1,0 +1,2 @@
+"""ELMo's model family: its configuration and presets, the biLM backbone, the released weight
+files, and the biLM pre-training task."""

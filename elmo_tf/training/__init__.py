@@ -1,0 +1,15 @@
+"""Training: pre-training runs with `model.fit` (`train`, `evaluate`), their directories,
+checkpoints and distribution strategies."""
+
+from elmo_tf.training.distribution import STRATEGIES, make_strategy
+from elmo_tf.training.pretraining import (
+    MIXED_PRECISION,
+    build_language_model,
+    evaluate,
+    evaluate_language_model,
+    train,
+)
+from elmo_tf.training.run_directory import RunDirectory
+
+__all__ = ["MIXED_PRECISION", "RunDirectory", "STRATEGIES", "build_language_model", "evaluate",
+           "evaluate_language_model", "make_strategy", "train"]

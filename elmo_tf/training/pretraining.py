@@ -1,0 +1,265 @@
+"""`train` and `evaluate`: pre-training an ELMo biLM with `model.fit`, resumably.
+
+A run lives in its directory (`RunDirectory`). Keras's "epochs" in `fit` are checkpoint
+intervals here: a killed run restarted with the same command loads the newest complete
+checkpoint, skips the batches it had trained on (the batch stream is reproducible) and goes
+on, so it loses at most one interval. The carried LSTM state of stream batches starts again
+from zero, as in bilm-tf. Checkpoints are written to a temporary name and renamed, so none is
+ever half-written.
+
+Under MultiWorkerMirroredStrategy every worker keeps the whole directory in its own `--output`
+(the weights are the same on all of them), so each can resume without a shared file system
+(the workers resume from the newest checkpoint they all have); only the chief writes
+TensorBoard logs. Give each worker its own `--output`.
+"""
+
+import contextlib
+import logging
+import math
+import os
+import warnings
+
+import keras
+import tensorflow as tf
+
+from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
+from elmo_tf.data.language_model_dataset import language_model_dataset
+from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
+from elmo_tf.optimizers import SparseAdagrad
+from elmo_tf.recipes.recipe import Recipe
+from elmo_tf.training.checkpoints import Checkpoint, restore
+from elmo_tf.training.distribution import is_chief, is_multi_worker
+from elmo_tf.training.run_directory import RunDirectory, recipe_settings
+
+MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
+MAX_CHECKPOINT_INTERVAL = 1000
+logger = logging.getLogger("elmo_tf")
+
+
+def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None, steps=None,
+          seed=0, mixed_precision=None, validation=None, checkpoint_every=None,
+          tokenizer="whitespace", tfds_data_dir=None, verbose="auto"):
+    """Pre-trains the recipe's biLM on `corpus` into `output`, resuming a killed run there.
+
+    `seed` seeds the process (`keras.utils.set_random_seed`: the initialisation, dropout,
+    sampling) and the batch order.
+
+    Args:
+        recipe: a `Recipe`, a recipe name or a recipe JSON path.
+        corpus: file glob(s), `"tfds:NAME"`, or `"builtin"` for the generated corpus of
+            `elmo_tf.data.generated_corpus` (written to `output/corpus`; its held-out part is
+            the default validation set).
+        output: the run's directory (see `RunDirectory`).
+        vocabulary: a vocab file; by default built from the corpus with the recipe's
+            `min_count` / `max_vocabulary_size`.
+        strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
+        epochs: passes over the corpus (default: the recipe's). `steps` instead: optimizer steps.
+        seed: seeds the initialisation, dropout, sampling and the batch order.
+        mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
+            softmax and loss stay float32).
+        validation: a corpus evaluated (full softmax) at every checkpoint and at the end (not
+            under multi-worker training: run `evaluate` afterwards).
+        checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
+        tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
+        verbose: Keras `fit` verbosity.
+
+    Returns:
+        A dict: the final training metrics, `"validation"` metrics if any, `"steps"`, and the
+        output paths.
+
+    Example:
+    >>> results = train("tiny", "builtin", "runs/tiny", epochs=1)
+    >>> results["validation"]["perplexity"]
+    """
+    recipe = recipe if isinstance(recipe, Recipe) else Recipe.resolve(recipe)
+    if mixed_precision not in MIXED_PRECISION:
+        raise ValueError(f"mixed_precision must be one of {list(MIXED_PRECISION)}; got "
+                         f"{mixed_precision!r}.")
+    if epochs is not None and steps is not None:
+        raise ValueError("give epochs or steps, not both.")
+    strategy = strategy or tf.distribute.get_strategy()
+    replicas = strategy.num_replicas_in_sync
+    if recipe.batch_size % replicas:
+        raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
+                         f"the {replicas} replicas.")
+    os.makedirs(output, exist_ok=True)
+    run = RunDirectory(output)
+    corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
+    read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
+    keras.utils.set_random_seed(seed)
+
+    settings = {"recipe": recipe_settings(recipe), "corpus": corpus, "seed": seed,
+                "tokenizer": tokenizer, "mixed_precision": mixed_precision}
+    previous = run.check_settings(settings)
+    vocab, size = run.vocabulary_and_size(previous, vocabulary, corpus, recipe, read)
+    pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
+    steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
+    total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
+    # Equal checkpoint intervals of at most the asked length; the total is rounded up to a
+    # multiple of them (by fewer steps than there are intervals).
+    intervals = math.ceil(total / (checkpoint_every
+                                   or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)))
+    interval = math.ceil(total / intervals)
+    run.write_record(settings, size, steps_per_epoch, best)
+
+    with strategy.scope():
+        lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision])
+        lm.optimizer.build(lm.trainable_variables)
+    done = restore(lm, run.checkpoints, strategy)
+    if done >= intervals * interval:
+        logger.info("%s has already trained its %d steps; writing its outputs again", output,
+                    done)
+    elif done:
+        logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
+
+    stats = CorpusStats()
+    dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats)
+    if validation is not None and is_multi_worker(strategy):
+        logger.warning("validation is not run under multi-worker training (the workers would "
+                       "need equal shares of it); run `elmo-tf evaluate --model %s --corpus %s` "
+                       "afterwards", output, validation)
+        validation = None
+    validation_data = None
+    if validation is not None:
+        validation_data = evaluation_dataset(validation, vocab, recipe, read)
+    callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
+    if is_chief(strategy):
+        callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=min(50, interval)))
+    logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
+                "checkpoint every %d steps", recipe.name, intervals * interval, steps_per_epoch,
+                pairs, size["sentences"], interval)
+    with quiet_end_of_data():
+        history = lm.fit(dataset, epochs=intervals, initial_epoch=done // interval,
+                         steps_per_epoch=interval, validation_data=validation_data,
+                         callbacks=callbacks, verbose=verbose, shuffle=False)
+    if stats.as_dict()["lines_read"]:  # not when the run had nothing left to train
+        stats.log()
+    logs = {k: v[-1] for k, v in history.history.items()} if history.history else {}
+    if any(not math.isfinite(v) for v in logs.values()) or lm.stop_training:
+        raise FloatingPointError(
+            f"training stopped: the loss became NaN or infinite ({logs}); the last good "
+            f"checkpoint is in {run.checkpoints}. Lower the recipe's learning_rate or try "
+            "without mixed precision.")
+    results = {"steps": int(lm.optimizer.iterations.numpy()), "train": logs}
+    if validation is not None:
+        results["validation"] = {k[len("val_"):]: v for k, v in logs.items()
+                                 if k.startswith("val_")}
+        if not results["validation"]:
+            results["validation"] = evaluate_language_model(lm, validation, vocab, recipe, read)
+    if best is not None:
+        results["best_perplexity"] = best
+    run.write_outputs(lm, recipe, len(vocab), pairs)
+    results["output"] = output
+    return results
+
+
+def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
+    """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode), built and compiled
+    with the recipe's optimizer (`SparseAdagrad`, bilm-tf's Adagrad; global-norm clip)."""
+    config = recipe.model
+    backbone = ElmoBackbone(config, stateful=recipe.mode == "stream",
+                            max_batch_size=recipe.batch_size // replicas,
+                            dropout=recipe.dropout, dtype=dtype)
+    lm = ElmoLanguageModel(backbone, vocabulary_size, num_negatives=recipe.num_negatives)
+    ids = tf.zeros([1, 1, config.max_characters_per_token], tf.int32)
+    lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
+       else {"char_ids": ids})
+    lm.reset_states()
+    lm.compile(optimizer=SparseAdagrad(
+        recipe.learning_rate, initial_accumulator_value=recipe.initial_accumulator_value,
+        global_clipnorm=recipe.clip_norm))
+    return lm
+
+
+def evaluation_dataset(corpus, vocabulary, recipe, read):
+    """One ordered pass over `corpus` in the recipe's batches."""
+    return language_model_dataset(
+        read_corpus(corpus, **read), vocabulary, mode=recipe.mode, batch_size=recipe.batch_size,
+        window=recipe.window, repeat=False,
+        max_characters_per_token=recipe.model.max_characters_per_token)
+
+
+def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
+    """Full-softmax perplexities of `lm` on `corpus`: a dict of metrics."""
+    with quiet_end_of_data():
+        results = lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read),
+                              return_dict=True, verbose=0)
+    if "perplexity" not in results:  # not one batch
+        batch = (f"{recipe.batch_size} rows of {recipe.window} tokens, each row a stream of "
+                 "whole sentences" if recipe.mode == "stream" else "a sentence")
+        raise ValueError(f"{corpus} is too small to evaluate: it does not fill one batch of "
+                         f"the recipe's {recipe.mode} batches ({batch}).")
+    return results
+
+
+def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
+    """Perplexities (full softmax) of the model trained into `model_dir` on `corpus`.
+
+    Returns a dict: `forward_perplexity`, `backward_perplexity`, `perplexity` (both
+    directions' tokens together), `average_perplexity` (the mean of the two, the paper's
+    figure), `loss`, and `best_perplexity` when the corpus is the built-in one.
+    """
+    run = RunDirectory(model_dir)
+    record = run.record()
+    if record is None or not os.path.exists(run.language_model_file):
+        raise ValueError(f"{model_dir} is not a finished training run (it needs run.json and "
+                         "language_model.weights.h5, which `elmo-tf train` writes).")
+    settings = record["settings"]
+    recipe = Recipe.from_dict(settings["recipe"], source=run.run_file)
+    vocab = Vocabulary.load(run.vocab_file)
+    best = None
+    if corpus == BUILTIN_CORPUS:
+        corpus, validation, best = run.resolve_corpus(corpus, None, settings["seed"])
+        corpus = validation  # the held-out part
+    lm = build_language_model(recipe, len(vocab))
+    with warnings.catch_warnings():  # the file's optimizer state is not needed here
+        warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
+        lm.load_weights(run.language_model_file)
+    read = {"tokenizer": tokenizer or settings["tokenizer"], "tfds_data_dir": tfds_data_dir}
+    results = evaluate_language_model(lm, corpus, vocab, recipe, read)
+    results["average_perplexity"] = 0.5 * (results["forward_perplexity"]
+                                           + results["backward_perplexity"])
+    if best is not None:
+        results["best_perplexity"] = best
+    return results
+
+
+@contextlib.contextmanager
+def quiet_end_of_data():
+    """Keras warns that "your input ran out of data" at the end of every one-pass evaluation
+    dataset (its length is unknown); that end is expected here."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Your input ran out of data")
+        yield
+
+
+def _steps_per_epoch(recipe, size, pairs):
+    """bilm-tf's count: corpus tokens / (rows x window) in stream mode, sentences / rows in
+    sentence mode."""
+    if recipe.mode == "stream":
+        return math.ceil(pairs / (recipe.batch_size * recipe.window))
+    return math.ceil(size["sentences"] / recipe.batch_size)
+
+
+def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats):
+    """The endless, reproducible batch stream, each worker's share, past the `done` batches a
+    resumed run has trained on."""
+    replicas = strategy.num_replicas_in_sync
+
+    def dataset_fn(context):
+        sentences = read_corpus(corpus, stats=stats, **read)
+        if context.num_input_pipelines > 1:
+            sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
+        local = replicas // context.num_input_pipelines  # this worker's replicas
+        per_replica = context.get_per_replica_batch_size(recipe.batch_size)
+        dataset = language_model_dataset(
+            sentences, vocab, mode=recipe.mode, batch_size=per_replica * local,
+            window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
+            replicas=local, max_characters_per_token=recipe.model.max_characters_per_token)
+        return dataset.skip(done * local)
+
+    if replicas > 1:
+        return strategy.distribute_datasets_from_function(dataset_fn)
+    return dataset_fn(tf.distribute.InputContext())

@@ -1,0 +1,115 @@
+"""A pre-training run's directory: its settings (a resumed run must match them), corpus,
+vocabulary and output files.
+
+    options.json                 bilm-tf's options (architecture + training keys)
+    weights.hdf5                 the biLM in the released layout (written at the end)
+    vocab.txt                    the softmax vocabulary, bilm-tf's format
+    language_model.weights.h5    the whole `ElmoLanguageModel` (softmax included; `evaluate`)
+    run.json                     the recipe and run settings, the corpus's size
+    corpus/                      the built-in corpus, when the run trains on it
+    checkpoints/ckpt-STEP.weights.h5   model + optimizer every checkpoint interval (last 2)
+    logs/                        TensorBoard
+"""
+
+import dataclasses
+import json
+import os
+
+from elmo_tf.data.corpus import BUILTIN_CORPUS
+from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_corpus
+from elmo_tf.data.vocabulary import Vocabulary, build_vocabulary
+from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.training.checkpoints import save_weights_atomically
+
+
+class RunDirectory:
+    """The files of one run in `path` (see the module docstring).
+
+    Example:
+    >>> run = RunDirectory("runs/tiny")
+    >>> run.settings()["recipe"]["name"]
+    'tiny'
+    """
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.run_file = os.path.join(self.path, "run.json")
+        self.vocab_file = os.path.join(self.path, "vocab.txt")
+        self.language_model_file = os.path.join(self.path, "language_model.weights.h5")
+        self.checkpoints = os.path.join(self.path, "checkpoints")
+        self.logs = os.path.join(self.path, "logs")
+
+    def record(self):
+        """run.json's content, or None for a new run."""
+        return read_json(self.run_file) if os.path.exists(self.run_file) else None
+
+    def check_settings(self, settings):
+        """run.json as it was (None for a new run); a ValueError naming each difference when
+        the directory holds another run."""
+        previous = self.record()
+        if previous is not None and previous["settings"] != settings:
+            raise ValueError(f"{self.path} holds another run (run.json differs: "
+                             f"{_difference(previous['settings'], settings)}); give another "
+                             "--output or delete it.")
+        return previous
+
+    def write_record(self, settings, corpus_size, steps_per_epoch, best_perplexity):
+        write_json_atomically(self.run_file, {
+            "settings": settings, "corpus_size": corpus_size, "steps_per_epoch": steps_per_epoch,
+            "best_perplexity": best_perplexity})
+
+    def resolve_corpus(self, corpus, validation, seed):
+        """(training corpus, validation corpus, best perplexity or None): the built-in corpus is
+        written into the run (its held-out part is the default validation set)."""
+        if corpus != BUILTIN_CORPUS:
+            return corpus, validation, None
+        directory = os.path.join(self.path, "corpus")
+        if not os.path.exists(os.path.join(directory, "README.txt")):
+            write_generated_corpus(directory, seed=seed)
+        heldout = os.path.join(directory, "heldout", "*")
+        return (os.path.join(directory, "train", "*"), validation or heldout,
+                GeneratedLanguage().best_perplexity())
+
+    def vocabulary_and_size(self, previous, vocabulary, corpus, recipe, read):
+        """The run's vocabulary (kept in vocab.txt) and the corpus's size in sentences and
+        tokens: from run.json when resuming, else from one counting pass over the corpus (the
+        vocabulary built there, or the given file)."""
+        if previous is not None:
+            return Vocabulary.load(self.vocab_file), previous["corpus_size"]
+        counted = build_vocabulary(corpus, min_count=recipe.min_count,
+                                   max_size=recipe.max_vocabulary_size, **read)
+        # `<S>`/`</S>` count the sentences (and literal "<S>"/"</S>" tokens, rare enough to
+        # ignore).
+        counts = counted.counts
+        size = {"sentences": counts[counted.bos_id],
+                "tokens": sum(counts) - counts[counted.bos_id] - counts[counted.eos_id]}
+        vocab = counted if vocabulary is None else Vocabulary.load(vocabulary)
+        vocab.save(self.vocab_file)
+        return vocab, size
+
+    def write_outputs(self, lm, recipe, vocabulary_size, pairs):
+        """weights.hdf5 and options.json (released layout) and language_model.weights.h5."""
+        config = dataclasses.replace(lm.backbone.config,
+                                     training=recipe.training_options(vocabulary_size, pairs))
+        lm.backbone.save_allennlp(os.path.join(self.path, "weights.hdf5"))
+        config.to_options_json(os.path.join(self.path, "options.json"))
+        save_weights_atomically(lm, self.language_model_file)
+
+
+def recipe_settings(recipe):
+    """The recipe as run.json records it (plain JSON values)."""
+    values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
+    values["model"] = recipe.model.to_options()
+    return json.loads(json.dumps(values))
+
+
+def _difference(old, new, prefix=""):
+    """The differing leaves of two nested dicts, e.g. `recipe.mode: 'stream' then, ...`."""
+    parts = []
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            parts.append(_difference(a, b, f"{prefix}{key}."))
+        elif a != b:
+            parts.append(f"{prefix}{key}: {a!r} then, {b!r} now")
+    return ", ".join(p for p in parts if p)

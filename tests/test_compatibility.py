@@ -1,0 +1,44 @@
+"""Files elmo-tf 0.1 saved keep loading, with the same outputs (`tests/fixtures/v0_1/make.py`
+wrote them with that version)."""
+
+import json
+import pathlib
+
+import keras
+import numpy as np
+
+import elmo_tf
+from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
+
+V0_1 = pathlib.Path(__file__).parent / "fixtures" / "v0_1"
+
+
+def _fixture():
+    return (json.loads((V0_1 / "config.json").read_text()),
+            np.load(V0_1 / "expected.npz"))
+
+
+def test_a_backbone_saved_by_0_1_loads_with_its_outputs():
+    _, expected = _fixture()
+    backbone = keras.models.load_model(V0_1 / "backbone.keras")
+    assert isinstance(backbone, elmo_tf.ElmoBackbone) and backbone.dropout == 0.1
+    np.testing.assert_array_equal(backbone(expected["char_ids"])["layers"],
+                                  expected["backbone_layers"])
+
+
+def test_a_downstream_model_saved_by_0_1_loads_with_its_outputs():
+    config, expected = _fixture()
+    model = keras.models.load_model(V0_1 / "classifier.keras")
+    np.testing.assert_array_equal(model(np.array(config["tokens"])), expected["classifier"])
+
+
+def test_language_model_weights_saved_by_0_1_load():
+    config, expected = _fixture()
+    backbone = elmo_tf.ElmoBackbone(elmo_tf.ElmoConfig(**config["config"]), stateful=True,
+                                    max_batch_size=config["max_batch_size"])
+    lm = ElmoLanguageModel(backbone, config["vocabulary_size"],
+                           num_negatives=config["num_negatives"])
+    ids = expected["char_ids"]
+    lm({"char_ids": ids, "backward_char_ids": ids[:, ::-1]})
+    lm.load_weights(V0_1 / "language_model.weights.h5")
+    np.testing.assert_array_equal(lm({"char_ids": ids}), expected["language_model"])
