@@ -37,7 +37,8 @@ TARGET_RATIO = 0.9
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="original", choices=ElmoConfig.presets())
+    parser.add_argument("--preset", default="elmo_original",
+                        help="an ElmoConfig preset (default elmo_original)")
     parser.add_argument("--rounds", type=int, default=20,
                         help="calls per variant at batch 64 (4x as many at batch 1)")
     parser.add_argument("--output", default=os.path.join(

@@ -1,5 +1,6 @@
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -103,3 +104,14 @@ def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
         main(["export", "--model", str(tmp_path), "--weights", str(weight_file), "--output",
               str(base)])  # --model and --weights together
 
+
+def test_the_installed_command_starts_quietly(tmp_path):
+    """`bin/elmo-tf` (what pip installs as `elmo-tf`) silences TensorFlow's start-up lines."""
+    launcher = pathlib.Path(__file__).resolve().parents[1] / "bin" / "elmo-tf"
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, str(launcher), "init", "--preset", "tiny", "--output",
+                           str(tmp_path / "m")], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and "wrote a random tiny ELMo" in done.stdout
+    assert (tmp_path / "m" / "weights.hdf5").exists()

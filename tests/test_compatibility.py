@@ -4,6 +4,7 @@ wrote them with that version)."""
 import json
 import pathlib
 
+import h5py
 import keras
 import numpy as np
 
@@ -42,3 +43,7 @@ def test_language_model_weights_saved_by_0_1_load():
     lm({"char_ids": ids, "backward_char_ids": ids[:, ::-1]})
     lm.load_weights(V0_1 / "language_model.weights.h5")
     np.testing.assert_array_equal(lm({"char_ids": ids}), expected["language_model"])
+    # 0.1 kept the softmax as the model's own weights, "vars/0" and "vars/1".
+    with h5py.File(V0_1 / "language_model.weights.h5", "r") as f:
+        np.testing.assert_array_equal(lm.softmax.kernel, f["vars/0"][...])
+        np.testing.assert_array_equal(lm.softmax.bias, f["vars/1"][...])

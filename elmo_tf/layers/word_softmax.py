@@ -69,6 +69,13 @@ class WordSoftmax(keras.layers.Layer):
         if training and self.samples:
             if seed is None:
                 seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+                # The op's seed is the same on every worker (`set_random_seed` and one graph
+                # each): each replica of a strategy folds in its id, so none repeats another's
+                # candidates.
+                context = tf.distribute.get_replica_context()
+                if context is not None:
+                    seed = tf.random.experimental.stateless_fold_in(
+                        seed, context.replica_id_in_sync_group)
             return sampled_softmax_nll(self.kernel, self.bias, outputs, targets,
                                        self.num_negatives, seed)
         return full_softmax_nll(self.kernel, self.bias, outputs, targets)

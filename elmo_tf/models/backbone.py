@@ -64,8 +64,8 @@ class Backbone(keras.Model):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # "graph" and "xla" functions of `embed`; in a plain namespace, so that SavedModels do
-        # not track them.
+        # `embed`'s functions by device type ("CPU": a graph, "GPU": XLA); in a plain
+        # namespace, so that SavedModels do not track them.
         self._embed = types.SimpleNamespace(functions={})
 
     @property
@@ -96,9 +96,10 @@ class Backbone(keras.Model):
         retracing per shape). On a CPU one graph serves every shape. On a GPU the graph is
         compiled with XLA (on an H100, 8-12x the throughput of the plain graph at 32-1024
         sentences of 20 tokens), and XLA compiles once per input shape: the batch and time axes
-        are padded to shape buckets (at most four sizes per doubling: at most 25 % more work;
-        a stateful model's batch is not padded, its rows are its state), and the padding is
-        dropped from the outputs. The input is checked first (XLA drops run-time checks).
+        are padded to shape buckets (at most four sizes per doubling: each axis grows by less
+        than 25 %; a stateful model's batch is not padded, its rows are its state), and the
+        padding is dropped from the outputs. The input is checked first (XLA drops run-time
+        checks).
         """
         chars = self.max_characters_per_token
         char_ids = check_char_ids(char_ids, chars)
@@ -107,17 +108,25 @@ class Backbone(keras.Model):
         if self.stateful and batch > self.max_batch_size:
             raise ValueError(f"a stateful backbone keeps state for max_batch_size="
                              f"{self.max_batch_size} rows; the batch is larger ({batch}).")
-        xla = compute_device_type() == "GPU"
-        key = "xla" if xla else "graph"
-        if key not in self._embed.functions:
+        device_type = compute_device_type()
+        xla = device_type == "GPU"
+        if device_type not in self._embed.functions:
             spec = tf.TensorSpec([None, None, chars], tf.int32)
-            self._embed.functions[key] = tf.function(
-                lambda ids: self(ids, training=False), input_signature=[spec], jit_compile=xla)
+
+            def run(ids):
+                # A graph does not see the caller's device scope while it is traced: open it
+                # again inside, so that the layers size their work for this device.
+                with tf.device(f"/{device_type}:0"):
+                    return self(ids, training=False)
+
+            self._embed.functions[device_type] = tf.function(
+                run, input_signature=[spec], jit_compile=xla)
+        function = self._embed.functions[device_type]
         if not xla:
-            return self._embed.functions[key](char_ids)
+            return function(char_ids)
         rows = batch if self.stateful else shape_bucket(batch)
         padded = tf.pad(char_ids, [[0, rows - batch], [0, shape_bucket(time) - time], [0, 0]])
-        outputs = self._embed.functions[key](padded)
+        outputs = function(padded)
         # Right padding ends every sentence (and its </S>) within the first `time` (+ 2) steps.
         kept = {}
         for name, (axis, boundaries) in OUTPUTS.items():

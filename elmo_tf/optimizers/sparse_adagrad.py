@@ -75,13 +75,14 @@ def _deduplicated(gradient):
         return gradient
     order = tf.argsort(gradient.indices, stable=True)
     indices = tf.gather(gradient.indices, order)
-    starts = tf.concat([[True], tf.not_equal(indices[1:], indices[:-1])], 0)
-    segments = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # the unique row of each sorted entry
     n = tf.shape(indices)[0]
+    starts = tf.concat([tf.ones([tf.minimum(n, 1)], tf.bool),
+                        tf.not_equal(indices[1:], indices[:-1])], 0)
+    segments = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # the unique row of each sorted entry
     values = tf.math.unsorted_segment_sum(tf.gather(gradient.values, order), segments, n)
-    # Padding segments (past the number of unique rows) hold zeros and name row indices[0].
-    unique = tf.tensor_scatter_nd_update(tf.gather(indices, tf.zeros_like(segments)),
-                                         segments[:, None], indices)
+    # Padding segments (past the number of unique rows) hold zeros; they keep naming the sorted
+    # rows they started from (real rows, spread out: no pile-up of zero updates on one row).
+    unique = tf.tensor_scatter_nd_update(indices, segments[:, None], indices)
     return tf.IndexedSlices(values, unique, gradient.dense_shape)
 
 

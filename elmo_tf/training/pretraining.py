@@ -210,9 +210,8 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     recipe = Recipe.from_dict(settings["recipe"], source=run.run_file)
     vocab = Vocabulary.load(run.vocab_file)
     best = None
-    if corpus == BUILTIN_CORPUS:
-        corpus, validation, best = run.resolve_corpus(corpus, None, settings["seed"])
-        corpus = validation  # the held-out part
+    if corpus == BUILTIN_CORPUS:  # the held-out part of the run's own built-in corpus
+        corpus, best = os.path.join(run.path, "corpus", "heldout", "*"), record["best_perplexity"]
     lm = build_language_model(recipe, len(vocab))
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")

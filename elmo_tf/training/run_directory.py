@@ -27,7 +27,7 @@ class RunDirectory:
 
     Example:
     >>> run = RunDirectory("runs/tiny")
-    >>> run.settings()["recipe"]["name"]
+    >>> run.record()["settings"]["recipe"]["name"]
     'tiny'
     """
 

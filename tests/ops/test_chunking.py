@@ -25,8 +25,19 @@ def test_map_in_chunks_pads_the_last_chunk_and_drops_the_padding():
     assert seen == [3, 3, 3]  # equal chunks (the last padded), as XLA needs
 
 
-def test_device_type_follows_the_device_scope():
+def test_device_type_follows_the_device_scope_eagerly_and_while_tracing():
     with tf.device("/CPU:0"):
         assert compute_device_type() == "CPU"
     with tf.device("/GPU:0"):
         assert compute_device_type() == "GPU"
+    seen = []
+
+    @tf.function
+    def traced():
+        for device in ("/CPU:0", "/GPU:0"):
+            with tf.device(device):
+                seen.append(compute_device_type())
+        return tf.constant(0)
+
+    traced()
+    assert seen == ["CPU", "GPU"]

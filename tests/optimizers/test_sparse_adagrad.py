@@ -104,3 +104,12 @@ def test_config_round_trip():
         keras.saving.serialize_keras_object(optimizer))
     assert type(restored) is SparseAdagrad
     assert restored.get_config() == optimizer.get_config()
+
+
+def test_an_empty_sparse_gradient_changes_nothing():
+    variable = keras.Variable(np.ones((5, 3), np.float32))
+    empty = tf.IndexedSlices(tf.zeros([0, 3]), tf.zeros([0], tf.int32), tf.constant([5, 3]))
+    optimizer = SparseAdagrad(LR, initial_accumulator_value=INITIAL, global_clipnorm=1.0)
+    optimizer.apply([empty], [variable])
+    np.testing.assert_array_equal(variable.numpy(), 1.0)
+    np.testing.assert_array_equal(optimizer._accumulators[0].numpy(), INITIAL)

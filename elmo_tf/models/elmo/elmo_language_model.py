@@ -18,12 +18,13 @@ class ElmoLanguageModel(Task):
     `../shared/spec/literature.md` §2.4-2.5: the forward stack predicts the next token and the
     backward stack the previous one; one softmax (`softmax`, a `WordSoftmax`) serves both
     directions; the loss is `0.5 * (forward mean NLL + backward mean NLL)`. In training the
-    softmax is sampled: `num_negatives` candidates per batch, drawn once for both directions as
-    bilm-tf's `tf.nn.sampled_softmax_loss` draws them, accidental hits removed (with ops XLA
-    compiles); evaluation always uses the full softmax, and so does training when the
-    vocabulary has at most `num_negatives` words (sampling it all would be the full softmax
-    with noise). Dropout on the top layer before the softmax, in training (bilm-tf used its one
-    `dropout` option here and on every LSTM layer's input: the backbone's `dropout`).
+    softmax is sampled: `num_negatives` candidates per batch, drawn once for both directions
+    (bilm-tf drew per direction) the way bilm-tf's `tf.nn.sampled_softmax_loss` draws them,
+    accidental hits removed (with ops XLA compiles); evaluation always uses the full softmax,
+    and so does training when the vocabulary has at most `num_negatives` words (sampling it
+    all would be the full softmax with noise). Dropout on the top layer before the softmax, in
+    training (bilm-tf used its one `dropout` option here and on every LSTM layer's input: the
+    backbone's `dropout`).
 
     Inputs (a dict): token streams whose `<S>`/`</S>` are tokens of the text (the data
     pipeline's batches, see `elmo_tf.data`); the backbone runs them as they are
@@ -48,7 +49,8 @@ class ElmoLanguageModel(Task):
     Under a `tf.distribute` strategy the loss is still the mean over all the global batch's
     tokens (the replicas sum their token counts), whatever the lengths of each replica's
     sentences: without dropout and with the full softmax, N replicas train as one replica on
-    the same global batch (each replica draws its own negatives and dropout masks).
+    the same global batch (each replica draws its own negatives; dropout masks differ between
+    the replicas of one worker, while the workers of a multi-worker run repeat each other's).
 
     Args:
         backbone: the `ElmoBackbone` to train.
