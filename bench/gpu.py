@@ -25,8 +25,9 @@ What it measures (every figure a median or best of repeated runs in one process)
 * training: `elmo_original` as the recipe trains it (stream batches of 384 x 20, the released
   793,471-word vocabulary, 8192 sampled negatives, dropout, `SparseAdagrad`), synthetic
   batches from memory: tokens/s of `fit` steps for float32 (TF32 on, off) and
-  `mixed_bfloat16`, each with `jit_compile=False` (the default) and `True`; and the step's
-  parts (encoder, LSTM stacks, softmax, update; `bench/training.py`'s) for the default.
+  `mixed_bfloat16`, each with `jit_compile=False` and `True` (the default on one GPU); and
+  the step's parts (encoder, LSTM stacks, softmax, update; `bench/training.py`'s, not
+  compiled) for float32 with TF32 and for `mixed_bfloat16`.
 """
 
 import argparse
@@ -52,6 +53,7 @@ from bench.inference import best_seconds, machine, sentences, versions  # noqa: 
 from bench.training import (  # noqa: E402
     dataset, fit_steps, make_language_model, part_functions, synthetic_batch)
 from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids  # noqa: E402
+from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -62,9 +64,10 @@ SETUP = ("TensorFlow 2.21's own GPU build (CUDA 12.5, sm_90 kernels JIT-compiled
          "not a stock installation.")
 FULL = {"inference_preset": "original", "shapes": [(1, 20), (32, 20), (64, 40), (1024, 20)],
         "runs": 5, "recipe": "elmo_original", "batch": 384, "vocabulary": 793_471,
-        "warmup_steps": 3, "steps": 10}
+        "warmup_steps": 3, "steps": 10, "xla_warmup_steps": 2, "xla_steps": 3}
 SMOKE = {"inference_preset": None, "shapes": [(1, 5), (3, 7)], "runs": 2, "recipe": "tiny",
-         "batch": 4, "vocabulary": 2_000, "warmup_steps": 1, "steps": 2}
+         "batch": 4, "vocabulary": 2_000, "warmup_steps": 1, "steps": 2, "xla_warmup_steps": 1,
+         "xla_steps": 2}
 TINY_INFERENCE = ElmoConfig(lstm_dim=32, projection_dim=8, n_layers=2, char_embedding_dim=4,
                             filters=((1, 8), (2, 8)), cell_clip=3.0, proj_clip=3.0,
                             use_skip_connections=True, n_highway=1)
@@ -108,7 +111,7 @@ def parity():
     return results
 
 
-def inference(settings):
+def inference(settings, save):
     preset = settings["inference_preset"]
     config = ElmoConfig.from_preset(preset) if preset else TINY_INFERENCE
     keras.utils.set_random_seed(0)
@@ -134,12 +137,13 @@ def inference(settings):
                     time.perf_counter() - started
                 seconds = best_seconds(fn, settings["runs"])
                 results["tokens_per_second"].setdefault(name, {})[shape] = batch * steps / seconds
+                save(results)
         print(f"inference {shape}: " + ", ".join(
             f"{k} {v[shape]:.0f}" for k, v in results["tokens_per_second"].items()), flush=True)
     return results
 
 
-def training(settings):
+def training(settings, save):
     recipe = dataclasses.replace(Recipe.from_name(settings["recipe"]),
                                  batch_size=settings["batch"], window=20)
     config = {"batch": settings["batch"], "vocabulary": settings["vocabulary"]}
@@ -157,27 +161,33 @@ def training(settings):
             lm = make_language_model(recipe, config, 1, strategy, dtype)
             lm.compile(optimizer=lm.optimizer, jit_compile=jit_compile)
             data = dataset(x, y, strategy, 1)
+            # XLA steps are slow (the issue measured 60x on the LSTM gradient): fewer of them.
+            warmup_steps, steps = ((settings["xla_warmup_steps"], settings["xla_steps"])
+                                   if jit_compile else
+                                   (settings["warmup_steps"], settings["steps"]))
             started = time.perf_counter()
             try:
-                fit_steps(lm, data, settings["warmup_steps"])
+                fit_steps(lm, data, warmup_steps)
             except Exception as error:  # noqa: BLE001 - recorded, not estimated
                 results["runs"][name] = {"status": "failed", "error": str(error)[:2000]}
+                save(results)
                 print(f"training {name}: FAILED {str(error)[:200]}", flush=True)
                 continue
             warmup = time.perf_counter() - started
-            timer = fit_steps(lm, data, settings["steps"])
+            timer = fit_steps(lm, data, steps)
             step = float(np.median(timer.seconds))
             run = {"status": "ok", "jit_compile": bool(lm.jit_compile),
                    "warmup_seconds_with_compilation": warmup, "step_seconds_median": step,
                    "step_seconds_all": timer.seconds, "tokens_per_second": tokens / step,
                    "final_logs": timer.logs}
-            if dtype is None and enabled and not jit_compile:  # the default: where time goes
+            if enabled and not jit_compile:  # where time goes, float32 (TF32) and bfloat16
                 functions, _ = part_functions(lm, tf.nest.map_structure(tf.constant, x), y)
                 run["parts_seconds"] = {}
                 for part, fn in functions.items():
                     fn()
                     run["parts_seconds"][part] = best_seconds(fn, 3)
             results["runs"][name] = run
+            save(results)
             print(f"training {name}: {tokens / step:.0f} tokens/s (step {step:.3f} s)",
                   flush=True)
             del lm, data
@@ -206,16 +216,23 @@ def main():
               "gpu_devices": [tf.config.experimental.get_device_details(d)
                               for d in tf.config.list_physical_devices("GPU")],
               "versions": versions(), "setup": SETUP if gpus else "no GPU: smoke run"}
-    for part in args.parts:
-        report[part] = {"parity": parity, "inference": lambda: inference(settings),
-                        "training": lambda: training(settings)}[part]()
-    tf32(True)
-    report["wall_seconds"] = time.perf_counter() - started
     output = args.output or (os.path.join(tempfile.gettempdir(), "gpu-smoke.json") if args.smoke
                              else str(ROOT / "bench" / "results" / "gpu.json"))
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    with open(output, "w") as f:
-        json.dump(report, f, indent=2, default=str)
+
+    def save(part, results, complete=False):
+        """Writes what is measured so far (a run cut short by a time limit keeps its figures)."""
+        report[part] = results
+        report["complete"] = complete
+        report["wall_seconds"] = time.perf_counter() - started
+        write_json_atomically(output, json.loads(json.dumps(report, default=str)))
+
+    for part in args.parts:
+        run = {"parity": lambda save: parity(), "inference": lambda save: inference(settings, save),
+               "training": lambda save: training(settings, save)}[part]
+        save(part, run(lambda results, part=part: save(part, results)))
+    tf32(True)
+    save(args.parts[-1], report[args.parts[-1]], complete=True)
     print(f"wrote {output}")
 
 

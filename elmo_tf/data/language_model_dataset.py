@@ -31,12 +31,14 @@ from elmo_tf.data.char_ids import (
 
 MODES = ("sentence", "stream")
 BUCKET_BOUNDARIES = (8, 12, 16, 20, 24, 32, 40, 48, 64, 96, 128, 192, 256)
+_LONG_BUCKET_STEP = 128  # `pad_to_buckets` beyond the last boundary
 # A different shuffle seed for the backward stream, so the directions read different text.
 _BACKWARD_SEED_OFFSET = 1_000_003
 
 
 def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size=32, window=20,
                            shuffle_buffer=10_000, seed=0, replicas=1, repeat=True,
+                           pad_to_buckets=False,
                            max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
     """Batches of `(inputs, targets)` for `ElmoLanguageModel`.
 
@@ -61,6 +63,11 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
             (for `tf.distribute`, which deals a worker's elements to its replicas in turn: in
             stream mode a replica then always gets the same rows).
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
+        pad_to_buckets: sentence mode: pad each batch to the longest length of its bucket
+            (`BUCKET_BOUNDARIES` minus one; beyond them, a multiple of 128) rather than to its
+            longest sentence, so batches take a few shapes instead of one per length: XLA
+            compiles a step once per shape (`elmo-tf train` sets it when the step uses XLA).
+            Stream batches have one shape anyway.
         max_characters_per_token: char ids per token.
 
     Returns:
@@ -101,6 +108,8 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
             padding_values="", drop_remainder=repeat)
 
         def to_model(tokens):
+            if pad_to_buckets:
+                tokens = _pad_to_bucket(tokens)
             padding = tf.equal(tokens, "")
             ids = tf.where(padding, -1, vocabulary.lookup(tokens))
             edge = -tf.ones_like(ids[:, :1])
@@ -132,6 +141,15 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
 def _split_rows(tensor, parts):
     shape = tf.shape(tensor)
     return tf.reshape(tensor, tf.concat([[parts, shape[0] // parts], shape[1:]], 0))
+
+
+def _pad_to_bucket(tokens):
+    """`[rows, time]` tokens right-padded with "" to the longest length of time's bucket."""
+    time = tf.shape(tokens)[1]
+    sizes = tf.constant([b - 1 for b in BUCKET_BOUNDARIES])
+    beyond = -(-time // _LONG_BUCKET_STEP) * _LONG_BUCKET_STEP
+    size = tf.reduce_min(tf.concat([tf.boolean_mask(sizes, sizes >= time), [beyond]], 0))
+    return tf.pad(tokens, [[0, 0], [0, size - time]], constant_values="")
 
 
 def _stream_windows(streams, rows, window):

@@ -59,7 +59,8 @@ class CharCNN(keras.layers.Layer):
         # convolutions, N(0, 1/sqrt(width * dim)) for tanh.
         self.char_embed = self.add_weight(
             name="char_embed", shape=(self.n_characters - 1, self.embedding_dim),
-            initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)))
+            initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)),
+            autocast=False)  # read in its own dtype: see `call`
         self.kernels, self.biases = [], []
         for i, (width, n_filters) in enumerate(self.filters):
             if self.activation == "relu":
@@ -75,8 +76,11 @@ class CharCNN(keras.layers.Layer):
 
     def call(self, char_ids):
         dtype = self.compute_dtype
-        table = tf.concat([tf.zeros([1, self.embedding_dim], dtype),
-                           tf.cast(self.char_embed, dtype)], axis=0)
+        # The lookup reads the variable's own dtype and casts after it (as Keras's Embedding
+        # does): the gradient then sums each char's rows in float32. Under mixed bfloat16 that
+        # sum would be a bfloat16 scatter-add, which GPUs run as a compare-and-swap loop.
+        table = tf.concat([tf.zeros([1, self.embedding_dim], self.char_embed.dtype),
+                           self.char_embed], axis=0)
         kernels = [tf.cast(k, dtype) for k in self.kernels]
         biases = [tf.cast(b, dtype) for b in self.biases]
         shape = tf.shape(char_ids)
@@ -84,7 +88,7 @@ class CharCNN(keras.layers.Layer):
         ids = tf.reshape(char_ids, [-1, n_chars])
 
         def encode(chunk_ids):
-            chars = tf.gather(table, chunk_ids)  # [chunk, n_chars, dim]
+            chars = tf.cast(tf.gather(table, chunk_ids), dtype)  # [chunk, n_chars, dim]
             pooled = []
             for (width, n_filters), kernel, bias in zip(self.filters, kernels, biases):
                 # VALID cross-correlation as one matmul over [position, width * dim] patches.

@@ -115,7 +115,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
 
     stats = CorpusStats()
-    dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats)
+    dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
+                                pad_to_buckets=lm.jit_compile)
     if validation is not None and is_multi_worker(strategy):
         logger.warning("validation is not run under multi-worker training (the workers would "
                        "need equal shares of it); run `elmo-tf evaluate --model %s --corpus %s` "
@@ -123,7 +124,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         validation = None
     validation_data = None
     if validation is not None:
-        validation_data = evaluation_dataset(validation, vocab, recipe, read)
+        validation_data = evaluation_dataset(validation, vocab, recipe, read,
+                                             pad_to_buckets=lm.jit_compile)
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if is_chief(strategy):
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=min(50, interval)))
@@ -173,18 +175,19 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     return lm
 
 
-def evaluation_dataset(corpus, vocabulary, recipe, read):
-    """One ordered pass over `corpus` in the recipe's batches."""
+def evaluation_dataset(corpus, vocabulary, recipe, read, pad_to_buckets=False):
+    """One ordered pass over `corpus` in the recipe's batches (`pad_to_buckets`: for XLA)."""
     return language_model_dataset(
         read_corpus(corpus, **read), vocabulary, mode=recipe.mode, batch_size=recipe.batch_size,
-        window=recipe.window, repeat=False,
+        window=recipe.window, repeat=False, pad_to_buckets=pad_to_buckets,
         max_characters_per_token=recipe.model.max_characters_per_token)
 
 
 def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
     """Full-softmax perplexities of `lm` on `corpus`: a dict of metrics."""
     with quiet_end_of_data():
-        results = lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read),
+        results = lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read,
+                                                 pad_to_buckets=lm.jit_compile),
                               return_dict=True, verbose=0)
     if "perplexity" not in results:  # not one batch
         batch = (f"{recipe.batch_size} rows of {recipe.window} tokens, each row a stream of "
@@ -242,9 +245,10 @@ def _steps_per_epoch(recipe, size, pairs):
     return math.ceil(size["sentences"] / recipe.batch_size)
 
 
-def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats):
+def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
+                      pad_to_buckets):
     """The endless, reproducible batch stream, each worker's share, past the `done` batches a
-    resumed run has trained on."""
+    resumed run has trained on (`pad_to_buckets`: sentence batches in few shapes, for XLA)."""
     replicas = strategy.num_replicas_in_sync
 
     def dataset_fn(context):
@@ -256,7 +260,8 @@ def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats):
         dataset = language_model_dataset(
             sentences, vocab, mode=recipe.mode, batch_size=per_replica * local,
             window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
-            replicas=local, max_characters_per_token=recipe.model.max_characters_per_token)
+            replicas=local, pad_to_buckets=pad_to_buckets,
+            max_characters_per_token=recipe.model.max_characters_per_token)
         return dataset.skip(done * local)
 
     if replicas > 1:

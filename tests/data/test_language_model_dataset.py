@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf.data.char_ids import tokens_to_char_ids
-from elmo_tf.data.language_model_dataset import language_model_dataset
+from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES, language_model_dataset
 from elmo_tf.data.vocabulary import Vocabulary
 
 WORDS = [f"w{i}" for i in range(30)]
@@ -60,6 +60,30 @@ def test_sentence_batches_are_bucketed_by_length():
     for inputs, _ in _dataset(batch_size=2, seed=1).take(20):
         lengths = (np.abs(inputs["char_ids"].numpy()).sum(-1) > 0).sum(1)
         assert lengths.max() - lengths.min() <= 4  # buckets 8 tokens wide at most here
+
+
+def test_padded_to_buckets_sentence_batches_take_few_shapes_and_the_same_content():
+    """For XLA (one compilation per shape): every batch is padded to its bucket's longest length
+    (boundary - 1; past the last boundary, a multiple of 128), with padding that predicts
+    nothing, and otherwise equals the batch padded to its longest sentence."""
+    long_sentences = SENTENCES + [[f"w{i % 30}" for i in range(300)]]
+    sentences = tf.data.Dataset.from_tensor_slices(tf.ragged.constant(long_sentences))
+    plain = language_model_dataset(sentences, VOCAB, batch_size=3, repeat=False)
+    padded = language_model_dataset(sentences, VOCAB, batch_size=3, repeat=False,
+                                     pad_to_buckets=True)
+    sizes = set()
+    for (inputs, targets), (bucketed, bucketed_targets) in zip(plain, padded):
+        time = inputs["char_ids"].shape[1]
+        size = bucketed["char_ids"].shape[1]
+        assert size == (min(b - 1 for b in BUCKET_BOUNDARIES if b - 1 >= time)
+                        if time < BUCKET_BOUNDARIES[-1] else -(-time // 128) * 128)
+        sizes.add(size)
+        np.testing.assert_array_equal(bucketed["char_ids"][:, :time], inputs["char_ids"])
+        assert not bucketed["char_ids"][:, time:].numpy().any()
+        for key in targets:
+            np.testing.assert_array_equal(bucketed_targets[key][:, :time], targets[key])
+            assert (bucketed_targets[key][:, time:].numpy() == -1).all()
+    assert 384 in sizes and sizes <= {b - 1 for b in BUCKET_BOUNDARIES} | {384}
 
 
 def _stream_rows(batches, key, targets_key, reverse):

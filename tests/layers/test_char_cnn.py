@@ -51,6 +51,28 @@ def test_mixed_precision_policy_is_respected():
     assert out.dtype == tf.bfloat16 and cnn.char_embed.dtype == "float32"
 
 
+def test_mixed_bfloat16_sums_the_char_embedding_gradient_in_float32():
+    """The lookup's gradient adds up each char's rows: in bfloat16 a GPU does that scatter-add
+    as a compare-and-swap loop, so it stays float32 (no bfloat16 segment sum in the graph)."""
+    cnn = CharCNN(filters=[[1, 8], [2, 8]], embedding_dim=4, dtype="mixed_bfloat16")
+    ids = tf.constant(tokens_to_char_ids([["a", "cat"], ["sat", ""]]))
+    cnn(ids)
+
+    @tf.function
+    def grads(ids):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.cast(cnn(ids), tf.float32) ** 2)
+        return tape.gradient(loss, cnn.trainable_weights)
+
+    graph = grads.get_concrete_function(ids).graph.as_graph_def()
+    sums = [node.attr["T"].type for node in
+            list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+            if node.op in ("UnsortedSegmentSum", "ScatterAdd", "TensorScatterAdd")]
+    assert sums and tf.bfloat16.as_datatype_enum not in sums
+    gradient = grads(ids)[0]
+    assert gradient.dtype == tf.float32 and np.abs(gradient.numpy()).sum() > 0
+
+
 def test_gradients_reach_every_weight():
     cnn, _, _ = _cnn_with_reference_weights("tanh")
     with tf.GradientTape() as tape:
