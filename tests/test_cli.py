@@ -10,6 +10,7 @@ import pytest
 
 from elmo_tf import ElmoBackbone, tokens_to_char_ids
 from elmo_tf.cli import main
+from elmo_tf.files import temporary_prefix
 
 SENTENCES = "The cat sat on the mat .\nELMo  works\n\nEin Satz auf Deutsch mit Ümlauten\n"
 
@@ -80,12 +81,17 @@ def test_dump_layouts_and_model_directory(tiny_model, tmp_path):
     _, _, options_file, _ = tiny_model
     (tmp_path / "in.txt").write_text(SENTENCES, encoding="utf-8")
     model_dir = str(options_file.parent)  # options.json + weights.hdf5, as `init` writes them
+    dumped = {}
     for layers, shape in (("top", (7, 16)), ("average", (7, 16)), ("all", (3, 7, 16))):
         out = tmp_path / f"{layers}.hdf5"
         assert main(["dump", str(tmp_path / "in.txt"), str(out), "--model", model_dir,
                      "--layers", layers]) == 0
         with h5py.File(out, "r") as f:
             assert f["0"].shape == shape
+            dumped[layers] = f["0"][...]
+    np.testing.assert_array_equal(dumped["top"], dumped["all"][2])
+    np.testing.assert_allclose(dumped["average"], dumped["all"].mean(0), atol=1e-6)
+    assert np.abs(dumped["top"] - dumped["average"]).max() > 1e-3
 
 
 def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
@@ -95,6 +101,13 @@ def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
         assert main(["export", "--options", str(options_file), "--weights", str(weight_file),
                      "--output", str(base)]) == 0
         assert f"{base / version}" in capsys.readouterr().out
+        # What an export killed with -9 leaves: the next export removes it.
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        stale = base / (temporary_prefix(".export").replace(f"-{os.getpid()}.",
+                                                            f"-{dead.pid}.") + "x1y2")
+        (stale / "variables").mkdir(parents=True)
+    assert sorted(os.listdir(base)) == sorted(["1", "2", stale.name])
     import tensorflow as tf
 
     served = tf.saved_model.load(str(base / "2")).signatures["default"](

@@ -105,6 +105,10 @@ def tokens_to_tensor(tokens):
         return tf.constant(tokens, tf.string)
     if not tokens:
         return tf.zeros([0, 0], tf.string)  # a batch of no sentences
+    depths = _leaf_depths(tokens)
+    if len(depths) > 1:
+        raise ValueError(f"tokens mix nesting depths {sorted(depths)}: a batch is a list of "
+                         "sentences, each a list of str tokens ([[\"a\", \"cat\"], [\"hi\"]]).")
     ragged = tf.ragged.constant(tokens, dtype=tf.string)
     return ragged.to_tensor(default_value="") if isinstance(ragged, tf.RaggedTensor) else ragged
 
@@ -127,10 +131,32 @@ def is_strings(inputs):
 
 def as_tensor(inputs):
     """Tokens as nested lists of `str` or a NumPy string array -> a string tensor padded with
-    `""` (Keras layers take tensors); anything else as it is."""
+    `""`, nested lists of numbers -> a NumPy array (Keras layers take tensors and arrays);
+    anything else as it is. A lone string, or lists that are neither, is a `ValueError` that
+    says what a batch is."""
+    if isinstance(inputs, (str, bytes)):
+        raise ValueError(f"got one string ({inputs!r:.40}); ELMo takes a batch of tokenized "
+                         "sentences: [[\"a\", \"cat\"], ...] (one sentence is a batch of one, "
+                         "its tokens split beforehand), or int32 char ids [batch, time, 50].")
     if isinstance(inputs, (list, tuple, np.ndarray)) and is_strings(inputs):
         return tokens_to_tensor(inputs)
+    if isinstance(inputs, (list, tuple)):
+        try:
+            array = np.asarray(inputs)
+        except ValueError:  # ragged
+            array = None
+        if array is None or array.dtype.kind not in "iu":
+            raise ValueError("inputs are nested lists that are neither str tokens nor a "
+                             "rectangular array of ints: give string tokens [batch, time] (a "
+                             "list of token lists) or int32 char ids [batch, time, 50].")
+        return array
     return inputs
+
+
+def _leaf_depths(nested, depth=0):
+    if isinstance(nested, (list, tuple)):
+        return set().union(*(_leaf_depths(x, depth + 1) for x in nested)) if nested else {depth + 1}
+    return {depth}
 
 
 def _check_python_tokens(nested, where="tokens"):

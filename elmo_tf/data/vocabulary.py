@@ -146,8 +146,16 @@ class Vocabulary:
         >>> vocab = Vocabulary.load("vocab-2016-09-10.txt")
         """
         path = str(path)
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
+        if tf.io.gfile.isdir(path):
+            raise ValueError(f"{path} is a directory; a vocabulary is a file with one token per "
+                             "line (e.g. the vocab.txt of a training run)")
+        try:
+            with tf.io.gfile.GFile(path, "rb") as f:
+                data = f.read()
+        except tf.errors.NotFoundError:
+            raise FileNotFoundError(f"{path}: no such vocabulary file") from None
+        except tf.errors.OpError as error:
+            raise OSError(f"{path}: cannot read the vocabulary file ({error.message})") from None
         lines = data.split(b"\n")
         if lines[-1] == b"":
             lines.pop()
@@ -225,8 +233,10 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
         `Vocabulary` with `counts`.
 
     Raises:
-        ValueError: `min_count` < 1, `max_size` < 4, the corpus has no tokens, or a token is not
-            valid UTF-8 (only possible with a dataset that does not come from `read_corpus`).
+        ValueError: `min_count` < 1, `max_size` < 4, the corpus has no tokens, more than half of
+            a source's lines are not valid UTF-8 (each such line is dropped, with a warning),
+            or a token is not valid UTF-8 (only possible with a dataset that does not come from
+            `read_corpus`).
 
     Example:
     >>> vocab = build_vocabulary("news.en-*", min_count=3, tokenizer="whitespace")
@@ -253,6 +263,12 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
     counter, sentences, total = _count(batches, progress)
     if stats is not None:
         stats.log()
+        counts = stats.as_dict()
+        if counts["skipped_non_utf8"] * 2 > counts["lines_read"]:
+            raise ValueError(
+                f"{dataset_or_source}: {counts['skipped_non_utf8']:,} of "
+                f"{counts['lines_read']:,} lines are not valid UTF-8 (a binary or "
+                "differently encoded file?); a corpus is UTF-8 text, one sentence per line.")
     if not total:
         raise ValueError(f"the corpus has no tokens ({sentences} sentences)")
     try:

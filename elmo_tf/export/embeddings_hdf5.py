@@ -7,7 +7,7 @@ import keras
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import tokens_to_char_ids
-from elmo_tf.files import write_atomically
+from elmo_tf.files import check_free_space, hdf5_for_writing, write_atomically
 
 
 LAYERS = ("all", "top", "average")
@@ -53,8 +53,13 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     bar = keras.utils.Progbar(len(sentences), unit_name="sentence") if progress else None
 
+    # Each sentence's dataset plus an object header (about 2 kB); the whole file for "all".
+    row_bytes = 4 * backbone.output_dim * (backbone.num_layers if layers == "all" else 1)
+    check_free_space(output_file, sum(len(s) * row_bytes + 2048 for s in sentences) + 2**20,
+                     f"{output_file} ({len(sentences):,} sentences)")
+
     def write(tmp):
-        with h5py.File(tmp, "w") as f:
+        with hdf5_for_writing(tmp) as f:
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 ids = tokens_to_char_ids([sentences[i] for i in batch],

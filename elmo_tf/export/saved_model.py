@@ -7,6 +7,7 @@ import tempfile
 
 import tensorflow as tf
 
+from elmo_tf.files import check_free_space, remove_stale_temporaries, temporary_prefix
 from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
@@ -63,9 +64,18 @@ def export_saved_model(embedding, export_base, version=None):
         raise ValueError(f"{target} already exists; TF Serving versions are never overwritten. "
                          "Pick another version.")
     module, signatures = _serving_module(embedding)
-    tmp = tempfile.mkdtemp(dir=export_base, prefix=".export-")  # TF Serving skips dot names
+    remove_stale_temporaries(export_base, ".export")  # a killed export's
+    # The variables, and a few MB of graph.
+    check_free_space(export_base, sum(v.numpy().nbytes for v in embedding.weights) + 16 * 2**20,
+                     f"the SavedModel {target}")
+    # TF Serving skips names that start with a dot.
+    tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"))
     try:
-        tf.saved_model.save(module, tmp, signatures=signatures)
+        try:
+            tf.saved_model.save(module, tmp, signatures=signatures)
+        except (tf.errors.ResourceExhaustedError, tf.errors.UnavailableError,
+                tf.errors.PermissionDeniedError) as error:  # a full disk, a quota, ...
+            raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user

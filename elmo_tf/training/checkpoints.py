@@ -8,9 +8,10 @@ import os
 import re
 
 import keras
+import numpy as np
 import tensorflow as tf
 
-from elmo_tf.files import write_atomically
+from elmo_tf.files import check_free_space, write_atomically
 from elmo_tf.training.distribution import is_multi_worker
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
@@ -30,13 +31,21 @@ class Checkpoint(keras.callbacks.Callback):
             return
         step = int(self.model.optimizer.iterations.numpy())
         path = os.path.join(self.directory, f"ckpt-{step:09d}.weights.h5")
-        save_weights_atomically(self.model, path)
-        for old in _checkpoints(self.directory)[:-self.keep]:
+        # The oldest go first, so that the disk holds `keep` checkpoints at most, not keep + 1
+        # while the new one is written.
+        for old in _checkpoints(self.directory)[:-(self.keep - 1) or None]:
             with contextlib.suppress(FileNotFoundError):  # another worker's, in a shared dir
                 os.remove(old[1])
+        save_weights_atomically(self.model, path)
 
 
 def save_weights_atomically(model, path):
+    """`model.save_weights(path)` into a temporary file renamed into place, after checking the
+    disk has room for it (Keras's HDF5 writer crashes the process on a full disk)."""
+    variables = model.weights + (model.optimizer.variables if model.optimizer else [])
+    check_free_space(path, sum(_nbytes(v) for v in _unique(variables)) + 2**20,
+                     f"{path} (the model's and its optimizer's weights)")
+
     def write(tmp):
         staged = tmp + _STAGED  # Keras insists on the suffix
         try:
@@ -47,6 +56,17 @@ def save_weights_atomically(model, path):
                 os.remove(staged)
 
     write_atomically(path, write)
+
+
+def _nbytes(variable):
+    return int(np.prod(variable.shape)) * np.dtype(variable.dtype).itemsize
+
+
+def _unique(variables):
+    seen = {}
+    for v in variables:
+        seen.setdefault(id(v), v)
+    return list(seen.values())
 
 
 def _checkpoints(directory):

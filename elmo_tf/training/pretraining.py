@@ -84,6 +84,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if recipe.batch_size % replicas:
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
                          f"the {replicas} replicas.")
+    given_vocabulary = None if vocabulary is None else Vocabulary.load(vocabulary)  # before work
     os.makedirs(output, exist_ok=True)
     run = RunDirectory(output)
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
@@ -93,7 +94,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     settings = {"recipe": recipe_settings(recipe), "corpus": corpus, "seed": seed,
                 "tokenizer": tokenizer, "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)
-    vocab, size = run.vocabulary_and_size(previous, vocabulary, corpus, recipe, read)
+    vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch

@@ -73,7 +73,7 @@ class RunDirectory:
     def vocabulary_and_size(self, previous, vocabulary, corpus, recipe, read):
         """The run's vocabulary (kept in vocab.txt) and the corpus's size in sentences and
         tokens: from run.json when resuming, else from one counting pass over the corpus (the
-        vocabulary built there, or the given file)."""
+        vocabulary built there, or the given `Vocabulary`)."""
         if previous is not None:
             return Vocabulary.load(self.vocab_file), previous["corpus_size"]
         counted = build_vocabulary(corpus, min_count=recipe.min_count,
@@ -83,7 +83,7 @@ class RunDirectory:
         counts = counted.counts
         size = {"sentences": counts[counted.bos_id],
                 "tokens": sum(counts) - counts[counted.bos_id] - counts[counted.eos_id]}
-        vocab = counted if vocabulary is None else Vocabulary.load(vocabulary)
+        vocab = counted if vocabulary is None else vocabulary
         vocab.save(self.vocab_file)
         return vocab, size
 

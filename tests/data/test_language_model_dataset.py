@@ -57,9 +57,18 @@ def test_sentence_batches_hold_each_sentence_with_its_targets():
 
 
 def test_sentence_batches_are_bucketed_by_length():
-    for inputs, _ in _dataset(batch_size=2, seed=1).take(20):
+    """Every batch's sentences (with boundaries) fall in one bucket of `BUCKET_BOUNDARIES`:
+    with lengths from 3 to 72, unbucketed batches of 4 would mix buckets."""
+    rng = np.random.default_rng(0)
+    sentences = [WORDS[:1] * int(n) for n in rng.integers(1, 71, 200)]
+    dataset = language_model_dataset(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences)), VOCAB, batch_size=4,
+        seed=1)
+    edges = [0, *BUCKET_BOUNDARIES, np.inf]
+    for inputs, _ in dataset.take(30):
         lengths = (np.abs(inputs["char_ids"].numpy()).sum(-1) > 0).sum(1)
-        assert lengths.max() - lengths.min() <= 4  # buckets 8 tokens wide at most here
+        buckets = {np.searchsorted(edges, n, side="right") for n in lengths}
+        assert len(buckets) == 1, lengths
 
 
 def test_padded_to_buckets_sentence_batches_take_few_shapes_and_the_same_content():

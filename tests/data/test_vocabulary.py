@@ -83,8 +83,12 @@ def test_tokenizer_and_stats_are_passed_to_read_corpus(corpus, tmp_path):
                              progress=False)
     assert stats.as_dict()["skipped_non_utf8"] == 1 and "bad" not in vocab
     assert "<" in vocab and "S" in vocab  # wordpunct splits the literal "<S>" too
-    empty = tmp_path / "only-bad"
-    empty.write_bytes(b"\xff\n")
+    only_bad = tmp_path / "only-bad"
+    only_bad.write_bytes(b"\xff\n")
+    with pytest.raises(ValueError, match="only-bad: 1 of 1 lines are not valid UTF-8"):
+        build_vocabulary(str(only_bad), progress=False)
+    empty = tmp_path / "blank"
+    empty.write_bytes(b"\n  \n")
     with pytest.raises(ValueError, match="no tokens"):
         build_vocabulary(str(empty), progress=False)
 

@@ -54,6 +54,22 @@ def test_matches_reference_layer_by_layer(skip):
         assert not out[row, :, length:].any()
 
 
+def test_residual_adds_the_dropped_out_input():
+    """bilm-tf's DropoutWrapper drops the layer's input, and the residual adds that dropped
+    input. With the second layer's weights at zero its LSTM output is exactly 0, so its output
+    is the residual alone: 0 or 1/(1 - rate) times the first layer's output."""
+    stack = _stack(n_layers=2, dropout=0.5)
+    for lstm in (stack.forward_layers[1], stack.backward_layers[1]):
+        for v in lstm.weights:
+            v.assign(tf.zeros_like(v))
+    x = np.random.default_rng(5).standard_normal((3, 6, P)).astype(np.float32)
+    out = stack(x, training=True).numpy()
+    first, second = out[:, 1], out[:, 2]
+    dropped = (second == 0) & (first != 0)
+    assert 0.3 < dropped.mean() < 0.7
+    np.testing.assert_allclose(second[~dropped], 2.0 * first[~dropped], rtol=1e-6)
+
+
 def test_directions_are_independent():
     # Changing the backward weights leaves every forward half untouched.
     stack = _stack()

@@ -24,6 +24,18 @@ def test_matches_allennlp_formula(do_layer_norm):
     np.testing.assert_allclose(got, expected, atol=1e-5)
 
 
+@pytest.mark.parametrize("do_layer_norm", [False, True])
+def test_gamma_scales_the_mix(do_layer_norm):
+    """gamma multiplies the whole mix (fine-tuned away from its initial 1)."""
+    layers, mask = _inputs()
+    mix = ScalarMix(3, do_layer_norm=do_layer_norm, initial_scalar_parameters=[0.3, 0.0, -0.2])
+    mix(layers, mask=mask)
+    mix.gamma.assign(np.full(mix.gamma.shape, 2.5, np.float32))
+    expected = reference.scalar_mix(layers.transpose(1, 0, 2, 3).astype(np.float64), mask,
+                                    np.array([0.3, 0.0, -0.2]), 2.5, do_layer_norm)
+    np.testing.assert_allclose(mix(layers, mask=mask), expected, atol=1e-5)
+
+
 def test_layer_norm_statistics_are_batch_global_and_ignore_padding():
     layers, mask = _inputs()
     mix = ScalarMix(3, do_layer_norm=True)

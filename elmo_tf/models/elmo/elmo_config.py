@@ -62,27 +62,37 @@ class ElmoConfig:
     training: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self):
-        filters = tuple((int(w), int(n)) for w, n in self.filters)
-        object.__setattr__(self, "filters", filters)
         problems = positive_int_problems(**{
             name: getattr(self, name)
             for name in ("lstm_dim", "projection_dim", "n_layers", "char_embedding_dim")})
-        if not filters:
+        try:
+            filters = tuple((_integer(w), _integer(n)) for w, n in self.filters)
+        except (TypeError, ValueError):
+            problems.append(f"filters must be (width, n_filters) pairs of integers; got "
+                            f"{self.filters!r}")
+            filters = None
+        object.__setattr__(self, "filters", filters or ())
+        for name in ("n_highway", "max_characters_per_token"):
+            if not _is_integer(getattr(self, name)):
+                problems.append(f"{name} must be an integer; got {getattr(self, name)!r}")
+        chars = self.max_characters_per_token if _is_integer(self.max_characters_per_token) \
+            else None
+        if filters == ():
             problems.append("filters must list at least one (width, n_filters) pair")
-        for width, n in filters:
-            if not 1 <= width <= self.max_characters_per_token or n < 1:
+        for width, n in filters or ():
+            if not 1 <= width <= (chars or width) or n < 1:
                 problems.append(
                     f"filter ({width}, {n}) needs 1 <= width <= max_characters_per_token "
                     f"({self.max_characters_per_token}) and n_filters >= 1")
         for name in ("cell_clip", "proj_clip"):
             value = getattr(self, name)
-            if value is not None and not value > 0:
+            if value is not None and not (_is_number(value) and value > 0):
                 problems.append(f"{name} must be positive or None; got {value!r}")
-        if self.n_highway < 0:
+        if _is_integer(self.n_highway) and self.n_highway < 0:
             problems.append(f"n_highway must be >= 0; got {self.n_highway!r}")
         if self.activation not in ("relu", "tanh"):
             problems.append(f"activation must be 'relu' or 'tanh'; got {self.activation!r}")
-        if self.max_characters_per_token < 4:
+        if chars is not None and chars < 4:
             problems.append(
                 f"max_characters_per_token must be >= 4; got {self.max_characters_per_token!r}")
         if self.n_characters not in (261, 262):
@@ -196,3 +206,18 @@ def _section(options, name, keys, source):
                                   missing and f"missing keys {missing}") if part)
             + f"; accepted: {sorted(keys)} (required: {sorted(k for k, r in keys.items() if r)}).")
     return section
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _integer(value):
+    """`value` as an int when it is a whole number (JSON may give 2.0); else TypeError."""
+    if _is_integer(value) or (_is_number(value) and float(value).is_integer()):
+        return int(value)
+    raise TypeError(value)

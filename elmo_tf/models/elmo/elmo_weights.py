@@ -10,7 +10,7 @@ at run time, not stored.
 import h5py
 import numpy as np
 
-from elmo_tf.files import write_atomically
+from elmo_tf.files import check_free_space, hdf5_for_writing, write_atomically
 
 
 def entries(backbone):
@@ -48,8 +48,9 @@ def load(backbone, weight_file):
 
     Raises:
         ValueError: naming the file, the dataset, and the expected and found shapes, for a missing
-            dataset, a wrong shape or a dataset the options do not describe. Every shape is
-            checked before anything is assigned.
+            dataset, a wrong shape, a dataset the options do not describe or one that does not
+            hold numbers (all checked before anything is assigned), and a dataset with NaN or
+            infinite values (found while loading).
     """
     expected = list(entries(backbone))
     try:
@@ -67,6 +68,10 @@ def load(backbone, weight_file):
                 raise ValueError(
                     f"{weight_file}: dataset {name!r} has shape {found[name]}, but the options "
                     f"need {shape}. Are the options.json and the weight file from the same model?")
+        for name, _, _ in expected:
+            if f[name].dtype.kind not in "fiu":
+                raise ValueError(f"{weight_file}: dataset {name!r} holds {f[name].dtype}, not "
+                                 "numbers (float32 in the released files).")
         unexpected = sorted(set(found) - {name for name, _, _ in expected})
         if unexpected:
             raise ValueError(
@@ -80,7 +85,14 @@ def load(backbone, weight_file):
                 rows = variable.shape[0]
                 # W_0 is split by rows; every other dataset is one variable, maybe reshaped.
                 part = dataset[start:start + rows] if len(variables) > 1 else dataset[...]
-                variable.assign(np.asarray(part, np.float32).reshape(variable.shape))
+                part = np.asarray(part, np.float32)
+                bad = np.size(part) - np.count_nonzero(np.isfinite(part))
+                if bad:
+                    raise ValueError(
+                        f"{weight_file}: dataset {name!r} holds {bad:,} NaN or infinite "
+                        "values (a training run that diverged?); the model would output NaN. "
+                        "The weights loaded so far are incomplete.")
+                variable.assign(part.reshape(variable.shape))
                 start += rows
 
 
@@ -90,10 +102,11 @@ def save(backbone, weight_file):
                .reshape(shape)) for name, shape, variables in entries(backbone)]
 
     def write(tmp):
-        with h5py.File(tmp, "w") as f:
+        with hdf5_for_writing(tmp) as f:
             for name, array in arrays:
                 f.create_dataset(name, data=array)
 
+    check_free_space(weight_file, sum(a.nbytes for _, a in arrays) + 2**20, str(weight_file))
     write_atomically(weight_file, write)
 
 

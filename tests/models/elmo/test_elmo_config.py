@@ -72,6 +72,12 @@ def test_missing_optional_keys_take_bilm_tf_meaning():
     (lambda o: o["lstm"].update(n_layers=0), "n_layers must be a positive integer"),
     (lambda o: o["char_cnn"].update(filters=[[60, 2]]), r"filter \(60, 2\) needs"),
     (lambda o: o["lstm"].update(cell_clip=-1), "cell_clip must be positive"),
+    (lambda o: o["lstm"].update(cell_clip="x"), "cell_clip must be positive or None; got 'x'"),
+    (lambda o: o["char_cnn"].update(filters=[[1, "x"]]),
+     r"filters must be \(width, n_filters\) pairs of integers; got \(\(1, 'x'\),\)"),
+    (lambda o: o["char_cnn"].update(max_characters_per_token="50"),
+     "max_characters_per_token must be an integer; got '50'"),
+    (lambda o: o["char_cnn"].update(n_highway=1.5), "n_highway must be an integer; got 1.5"),
     (lambda o: o["char_cnn"].update(embedding={"size": 4}), "char_cnn.embedding must be"),
 ])
 def test_bad_options_name_the_key_and_what_is_accepted(tmp_path, edit, match):

@@ -163,6 +163,30 @@ def test_stream_windows_carry_the_state_in_both_directions():
     np.testing.assert_allclose(again, first, atol=1e-6)
 
 
+def test_evaluate_starts_from_zero_state_and_leaves_it_there():
+    """A stateful model's `evaluate` is that of a fresh model with the same weights, whatever
+    state training or an earlier call left behind, and leaves zero state afterwards."""
+    rng = np.random.default_rng(8)
+    text = _char_ids(rng, 2, 5)
+    targets = rng.integers(0, 40, (2, 5)).astype("int32")
+    data = tf.data.Dataset.from_tensors(
+        ({"char_ids": text, "backward_char_ids": text[:, ::-1].copy()},
+         {"forward_targets": targets, "backward_targets": targets[:, ::-1].copy()}))
+    used = _lm(stateful=True, max_batch_size=2)
+    used.compile(optimizer="sgd")
+    fresh = _lm(stateful=True, max_batch_size=2)
+    fresh.compile(optimizer="sgd")
+    fresh.set_weights(used.get_weights())
+    for _ in range(3):  # state carried from these calls would change the evaluation
+        used({"char_ids": text, "backward_char_ids": text})
+    expected = fresh.evaluate(data, return_dict=True, verbose=0)
+    assert used.evaluate(data, return_dict=True, verbose=0) == pytest.approx(expected, rel=1e-6)
+    after = np.asarray(used({"char_ids": text, "backward_char_ids": text}))
+    fresh.reset_states()
+    np.testing.assert_allclose(
+        after, np.asarray(fresh({"char_ids": text, "backward_char_ids": text})), atol=1e-6)
+
+
 def _copy_weights(source, target):
     by_path = {w.path.split("/", 1)[1]: w for w in source.weights}
     return [by_path[w.path.split("/", 1)[1]].numpy() if w.path.split("/", 1)[1] in by_path

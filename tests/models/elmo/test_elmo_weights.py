@@ -71,6 +71,10 @@ def _tampered(bilm_tf_dir, tmp_path, edit):
      r"\(32, 256\)"),
     (lambda w: w.__setitem__("CNN_high_2/W_carry", np.zeros((124, 124), np.float32)),
      r"datasets \['CNN_high_2/W_carry'\] are not part of the model"),
+    (lambda w: w.__setitem__("CNN/b_cnn_0", np.full(w["CNN/b_cnn_0"].shape, "x", "S1")),
+     r"dataset 'CNN/b_cnn_0' holds \|S1, not numbers"),
+    (lambda w: w["RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/B"].__setitem__(3, np.nan),
+     r"dataset 'RNN_1/RNN/MultiRNNCell/Cell0/LSTMCell/B' holds 1 NaN or infinite values"),
 ])
 def test_mismatched_files_name_the_dataset_and_both_shapes(bilm_tf_dir, tmp_path, edit, match):
     options_file, weight_file = _tampered(bilm_tf_dir, tmp_path, edit)
