@@ -3,6 +3,7 @@ read with errors that name them."""
 
 import contextlib
 import errno
+import fcntl
 import glob
 import json
 import os
@@ -10,51 +11,83 @@ import re
 import shutil
 import socket
 import tempfile
+import time
 
 import h5py
 
-_HOST = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+_HOST = (re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host")[:24]
+# A temporary younger than this is never taken for a leftover: its writer may not hold its lock
+# yet (it takes it right after creating the file).
+_GRACE_SECONDS = 10.0
 
 
 def temporary_prefix(name):
-    """The prefix of this process's temporaries for `name`: `name.HOST-PID.` (its owner, so that
-    a later run can tell a killed writer's leftovers from a live writer's work)."""
+    """The prefix of this process's temporaries for `name`: `name.HOST-PID.` (so that a person
+    can tell whose they are; what makes one stale is its lock, see `remove_stale_temporaries`)."""
     return f"{name}.{_HOST}-{os.getpid()}."
 
 
-def remove_stale_temporaries(directory, name):
-    """Removes what a killed writer left for `name` in `directory`: the temporaries
-    `name.HOST-PID.*` of this host whose process no longer runs. Temporaries of a running
-    process or of another host (a shared file system) are left alone."""
-    for path in glob.glob(os.path.join(glob.escape(directory), glob.escape(name) + ".*")):
-        match = re.fullmatch(re.escape(name) + r"\.(.+)-(\d+)\..+", os.path.basename(path))
-        if not match or match.group(1) != _HOST or _running(int(match.group(2))):
-            continue
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                pass
-
-
-def _running(pid):
+@contextlib.contextmanager
+def held(path):
+    """Holds an exclusive `flock` on `path` (a file or a directory) while writing it: the mark
+    of a live writer that `remove_stale_temporaries` respects, released however the process
+    ends (kill -9 included)."""
+    fd = os.open(path, os.O_RDONLY)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(directory, name=None):
+    """Removes the temporaries a killed writer left in `directory`: for `name` (any name when
+    None), files and directories named `NAME.*.tmp` (and Keras's staged `NAME.*.tmp.weights.h5`)
+    that no process holds locked (`held`) and that are older than a few seconds. A live writer's
+    temporaries, on this host or another one sharing the file system, are left alone."""
+    pattern = (re.escape(name) if name is not None else r".+") + r"\..+\.tmp(\.weights\.h5)?"
+    for path in glob.glob(os.path.join(glob.escape(directory),
+                                       (glob.escape(name) if name is not None else "") + "*")):
+        match = re.fullmatch(pattern, os.path.basename(path))
+        if not match:
+            continue
+        lock = path[:-len(match.group(1))] if match.group(1) else path  # staged: its .tmp's
+        with contextlib.suppress(FileNotFoundError):
+            if time.time() - os.path.getmtime(path) < _GRACE_SECONDS or _is_locked(lock):
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.remove(path)
+
+
+def _is_locked(path):
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return False  # a staged file whose temporary is gone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
         return True
-    return True
+    finally:
+        os.close(fd)
+    return False
 
 
-def write_atomically(path, write):
+def write_atomically(path, write, needed_bytes=None):
     """Calls `write(tmp_path)` for a temporary file beside `path`, then renames it into place.
 
     If `write` raises (or the process is interrupted), `path` is untouched and the temporary
     file is removed. A process killed outright (kill -9, power loss) cannot remove it: the next
-    write of `path` on the same host does (`remove_stale_temporaries`).
+    write of `path` does (`remove_stale_temporaries`; the temporary is locked while written). A
+    failed write is an `OSError` that names `path`.
+
+    Args:
+        path: the file to write.
+        write: `write(tmp_path)` writes the whole file.
+        needed_bytes: if given, the space the file needs: `check_free_space` first (after the
+            leftovers of killed writers are gone).
 
     Example:
     >>> write_atomically("out.txt", lambda tmp: open(tmp, "w").write("done"))
@@ -64,11 +97,13 @@ def write_atomically(path, write):
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(path)
     remove_stale_temporaries(directory, name)
+    if needed_bytes is not None:
+        check_free_space(path, needed_bytes, path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(name), suffix=".tmp")
-    os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         write(tmp)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's mode
         os.replace(tmp, path)
@@ -77,9 +112,12 @@ def write_atomically(path, write):
             os.remove(tmp)
         if isinstance(error, OSError) and error.filename is None and path not in str(error):
             # "[Errno 28] No space left on device" alone does not say what was being written.
-            raise OSError(error.errno, f"writing {path} failed: {error.strerror or error}") \
+            message = f"writing {path} failed: {error.strerror or error}"
+            raise (OSError(error.errno, message) if error.errno else OSError(message)) \
                 from error
         raise
+    finally:
+        os.close(fd)
 
 
 def check_free_space(path, needed_bytes, what):
@@ -98,7 +136,7 @@ def check_free_space(path, needed_bytes, what):
 
 
 def _megabytes(size):
-    return f"{size / 2**20:,.1f} MB"
+    return f"{size / 2**20:,.1f} MB" if size >= 2**20 else f"{size:,} bytes"
 
 
 @contextlib.contextmanager

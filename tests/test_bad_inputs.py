@@ -107,8 +107,7 @@ def test_dump_to_a_full_disk_is_refused_before_work(tiny_model, tmp_path, capsys
     out.mkdir()
     message = _cli_error(capsys, "dump", _sentences(tmp_path), str(out / "vec.hdf5"),
                          "--model", str(options_file.parent))
-    assert f"{out / 'vec.hdf5'} (300 sentences) needs about" in message
-    assert "0.0 MB free" in message
+    assert f"{out / 'vec.hdf5'} needs about" in message and "4,096 bytes free" in message
     assert _files_under(out) == []
 
 
@@ -133,8 +132,7 @@ def test_train_on_a_full_disk_stops_cleanly_at_its_checkpoint(tmp_path, capsys, 
                         if str(path).startswith(str(output)) else real(path))
     message = _cli_error(capsys, "train", "--recipe", "tiny", "--corpus", corpus, "--steps", "2",
                          "--checkpoint-every", "1", "--output", str(output))
-    assert "ckpt-000000001.weights.h5 (the model's and its optimizer's weights) needs about" \
-        in message
+    assert "ckpt-000000001.weights.h5 needs about" in message
     assert not [f for f in _files_under(output) if ".tmp" in f or f.startswith("checkpoints")]
 
 

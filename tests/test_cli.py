@@ -3,6 +3,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import h5py
 import numpy as np
@@ -101,12 +102,12 @@ def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
         assert main(["export", "--options", str(options_file), "--weights", str(weight_file),
                      "--output", str(base)]) == 0
         assert f"{base / version}" in capsys.readouterr().out
-        # What an export killed with -9 leaves: the next export removes it.
-        dead = subprocess.Popen([sys.executable, "-c", "pass"])
-        dead.wait()
-        stale = base / (temporary_prefix(".export").replace(f"-{os.getpid()}.",
-                                                            f"-{dead.pid}.") + "x1y2")
+        # What an export killed with -9 leaves (unlocked, a minute old): the next export
+        # removes it.
+        stale = base / f"{temporary_prefix('.export')}x{version}y2.tmp"
         (stale / "variables").mkdir(parents=True)
+        past = time.time() - 60
+        os.utime(stale, (past, past))
     assert sorted(os.listdir(base)) == sorted(["1", "2", stale.name])
     import tensorflow as tf
 

@@ -65,7 +65,8 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
         pad_to_buckets: sentence mode: pad each batch to the longest length of its bucket
             (`BUCKET_BOUNDARIES` minus one; beyond them, a multiple of 128) rather than to its
-            longest sentence, so batches take a few shapes instead of one per length: XLA
+            longest sentence, and a smaller last batch (`repeat=False`) to `batch_size` rows of
+            padding, so batches take one shape per bucket instead of one per length: XLA
             compiles a step once per shape (`elmo-tf train` sets it when the step uses XLA).
             Stream batches have one shape anyway.
         max_characters_per_token: char ids per token.
@@ -109,7 +110,7 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
 
         def to_model(tokens):
             if pad_to_buckets:
-                tokens = _pad_to_bucket(tokens)
+                tokens = _pad_to_bucket(tokens, batch_size)
             padding = tf.equal(tokens, "")
             ids = tf.where(padding, -1, vocabulary.lookup(tokens))
             edge = -tf.ones_like(ids[:, :1])
@@ -143,13 +144,15 @@ def _split_rows(tensor, parts):
     return tf.reshape(tensor, tf.concat([[parts, shape[0] // parts], shape[1:]], 0))
 
 
-def _pad_to_bucket(tokens):
-    """`[rows, time]` tokens right-padded with "" to the longest length of time's bucket."""
+def _pad_to_bucket(tokens, rows):
+    """`[rows', time]` tokens padded with "" to `rows` rows (a last, smaller evaluation batch)
+    and to the longest length of time's bucket."""
     time = tf.shape(tokens)[1]
     sizes = tf.constant([b - 1 for b in BUCKET_BOUNDARIES])
     beyond = -(-time // _LONG_BUCKET_STEP) * _LONG_BUCKET_STEP
     size = tf.reduce_min(tf.concat([tf.boolean_mask(sizes, sizes >= time), [beyond]], 0))
-    return tf.pad(tokens, [[0, 0], [0, size - time]], constant_values="")
+    return tf.pad(tokens, [[0, rows - tf.shape(tokens)[0]], [0, size - time]],
+                  constant_values="")
 
 
 def _stream_windows(streams, rows, window):

@@ -7,7 +7,7 @@ import keras
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import tokens_to_char_ids
-from elmo_tf.files import check_free_space, hdf5_for_writing, write_atomically
+from elmo_tf.files import hdf5_for_writing, write_atomically
 
 
 LAYERS = ("all", "top", "average")
@@ -55,8 +55,7 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
 
     # Each sentence's dataset plus an object header (about 2 kB); the whole file for "all".
     row_bytes = 4 * backbone.output_dim * (backbone.num_layers if layers == "all" else 1)
-    check_free_space(output_file, sum(len(s) * row_bytes + 2048 for s in sentences) + 2**20,
-                     f"{output_file} ({len(sentences):,} sentences)")
+    needed = sum(len(s) * row_bytes + 2048 for s in sentences) + 2**20
 
     def write(tmp):
         with hdf5_for_writing(tmp) as f:
@@ -73,5 +72,5 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
             f.create_dataset("sentence_to_index", (1,), dtype=h5py.string_dtype(),
                              data=[json.dumps(index)])
 
-    write_atomically(output_file, write)
+    write_atomically(output_file, write, needed_bytes=needed)
     return sum(len(s) for s in sentences)

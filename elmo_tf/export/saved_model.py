@@ -5,9 +5,10 @@ import re
 import shutil
 import tempfile
 
+import numpy as np
 import tensorflow as tf
 
-from elmo_tf.files import check_free_space, remove_stale_temporaries, temporary_prefix
+from elmo_tf.files import check_free_space, held, remove_stale_temporaries, temporary_prefix
 from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
@@ -66,20 +67,22 @@ def export_saved_model(embedding, export_base, version=None):
     module, signatures = _serving_module(embedding)
     remove_stale_temporaries(export_base, ".export")  # a killed export's
     # The variables, and a few MB of graph.
-    check_free_space(export_base, sum(v.numpy().nbytes for v in embedding.weights) + 16 * 2**20,
+    check_free_space(export_base, sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
+                                      for v in embedding.weights) + 16 * 2**20,
                      f"the SavedModel {target}")
     # TF Serving skips names that start with a dot.
-    tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"))
+    tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"), suffix=".tmp")
     try:
-        try:
-            tf.saved_model.save(module, tmp, signatures=signatures)
-        except (tf.errors.ResourceExhaustedError, tf.errors.UnavailableError,
-                tf.errors.PermissionDeniedError) as error:  # a full disk, a quota, ...
-            raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user
-        os.replace(tmp, target)
+        with held(tmp):
+            try:
+                tf.saved_model.save(module, tmp, signatures=signatures)
+            except tf.errors.OpError as error:  # a full disk, a quota, a file-size limit, ...
+                raise OSError(f"writing the SavedModel {target} failed: {error.message}") \
+                    from None
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user
+            os.replace(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

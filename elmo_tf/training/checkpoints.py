@@ -11,7 +11,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_tf.files import check_free_space, write_atomically
+from elmo_tf.checks import check_positive_ints
+from elmo_tf.files import check_free_space, remove_stale_temporaries, write_atomically
 from elmo_tf.training.distribution import is_multi_worker
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
@@ -24,6 +25,7 @@ class Checkpoint(keras.callbacks.Callback):
 
     def __init__(self, directory, keep=2):
         super().__init__()
+        check_positive_ints(keep=keep)
         self.directory, self.keep = directory, keep
 
     def on_epoch_end(self, epoch, logs=None):
@@ -31,21 +33,22 @@ class Checkpoint(keras.callbacks.Callback):
             return
         step = int(self.model.optimizer.iterations.numpy())
         path = os.path.join(self.directory, f"ckpt-{step:09d}.weights.h5")
-        # The oldest go first, so that the disk holds `keep` checkpoints at most, not keep + 1
-        # while the new one is written.
-        for old in _checkpoints(self.directory)[:-(self.keep - 1) or None]:
-            with contextlib.suppress(FileNotFoundError):  # another worker's, in a shared dir
-                os.remove(old[1])
+        old = [p for _, p in _checkpoints(self.directory) if p != path]
+        # Once the space is known to be there, the oldest go first, so that the disk holds
+        # `keep` checkpoints at most, not keep + 1 while the new one is written (with keep=1,
+        # the old one goes only after the new one is written).
+        doomed = old[:len(old) - (self.keep - 1)] if self.keep > 1 else []
+        freed = sum(os.path.getsize(p) for p in doomed if os.path.exists(p))
+        check_free_space(path, weights_bytes(self.model) - freed, path)
+        _remove(doomed)
         save_weights_atomically(self.model, path)
+        if self.keep == 1:
+            _remove(old)
 
 
 def save_weights_atomically(model, path):
     """`model.save_weights(path)` into a temporary file renamed into place, after checking the
     disk has room for it (Keras's HDF5 writer crashes the process on a full disk)."""
-    variables = model.weights + (model.optimizer.variables if model.optimizer else [])
-    check_free_space(path, sum(_nbytes(v) for v in _unique(variables)) + 2**20,
-                     f"{path} (the model's and its optimizer's weights)")
-
     def write(tmp):
         staged = tmp + _STAGED  # Keras insists on the suffix
         try:
@@ -55,7 +58,19 @@ def save_weights_atomically(model, path):
             if os.path.exists(staged):
                 os.remove(staged)
 
-    write_atomically(path, write)
+    write_atomically(path, write, needed_bytes=weights_bytes(model))
+
+
+def weights_bytes(model):
+    """About what `save_weights` writes: the model's and its optimizer's variables, plus 1 MB."""
+    variables = model.weights + (model.optimizer.variables if model.optimizer else [])
+    return sum(_nbytes(v) for v in _unique(variables)) + 2**20
+
+
+def _remove(paths):
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):  # another worker's, in a shared dir
+            os.remove(path)
 
 
 def _nbytes(variable):
@@ -81,10 +96,7 @@ def _checkpoints(directory):
 def restore(lm, directory, strategy):
     """Loads the newest checkpoint (under multi-worker: the newest every worker has); returns
     its step (0 when there is none). Removes what a killed save left behind."""
-    for pattern in ("*.tmp", "*.tmp" + _STAGED):
-        for staged in glob.glob(os.path.join(directory, pattern)):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(staged)
+    remove_stale_temporaries(directory)
     found = dict(_checkpoints(directory))
     step = max(found, default=0)
     if is_multi_worker(strategy):  # a worker killed while saving may lack the newest one

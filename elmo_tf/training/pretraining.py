@@ -84,9 +84,11 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if recipe.batch_size % replicas:
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
                          f"the {replicas} replicas.")
-    given_vocabulary = None if vocabulary is None else Vocabulary.load(vocabulary)  # before work
-    os.makedirs(output, exist_ok=True)
     run = RunDirectory(output)
+    # Checked before any work; a resumed run keeps its own vocab.txt and ignores the file.
+    given_vocabulary = (Vocabulary.load(vocabulary)
+                        if vocabulary is not None and run.record() is None else None)
+    os.makedirs(output, exist_ok=True)
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
     keras.utils.set_random_seed(seed)

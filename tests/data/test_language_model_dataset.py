@@ -82,16 +82,19 @@ def test_padded_to_buckets_sentence_batches_take_few_shapes_and_the_same_content
                                      pad_to_buckets=True)
     sizes = set()
     for (inputs, targets), (bucketed, bucketed_targets) in zip(plain, padded):
-        time = inputs["char_ids"].shape[1]
+        rows, time = inputs["char_ids"].shape[:2]
+        assert bucketed["char_ids"].shape[0] == 3  # a smaller last batch too
         size = bucketed["char_ids"].shape[1]
         assert size == (min(b - 1 for b in BUCKET_BOUNDARIES if b - 1 >= time)
                         if time < BUCKET_BOUNDARIES[-1] else -(-time // 128) * 128)
         sizes.add(size)
-        np.testing.assert_array_equal(bucketed["char_ids"][:, :time], inputs["char_ids"])
+        np.testing.assert_array_equal(bucketed["char_ids"][:rows, :time], inputs["char_ids"])
         assert not bucketed["char_ids"][:, time:].numpy().any()
+        assert not bucketed["char_ids"][rows:].numpy().any()
         for key in targets:
-            np.testing.assert_array_equal(bucketed_targets[key][:, :time], targets[key])
+            np.testing.assert_array_equal(bucketed_targets[key][:rows, :time], targets[key])
             assert (bucketed_targets[key][:, time:].numpy() == -1).all()
+            assert (bucketed_targets[key][rows:].numpy() == -1).all()
     assert 384 in sizes and sizes <= {b - 1 for b in BUCKET_BOUNDARIES} | {384}
 
 

@@ -77,7 +77,7 @@ def test_mirrored_stream_training_equals_one_replica(strategy_runs):
     clipping each replica's part (as Keras's Adagrad does) instead: weights 2e-2, perplexity
     0.7 %."""
     base, results = strategy_runs
-    _compare(base, results, "stream", loss_rtol=1e-5, weight_rtol=0, weight_atol=1e-7)
+    _compare(base, results, "stream", loss_rtol=1e-5, weight_rtol=2.5e-7, weight_atol=1e-7)
 
 
 def test_mirrored_sentence_training_equals_one_replica(strategy_runs):
@@ -86,7 +86,7 @@ def test_mirrored_sentence_training_equals_one_replica(strategy_runs):
     mean of the replicas' means. Measured: weights within 3e-8, metrics within 2e-6; the mean
     of the replicas' means instead: weights 7e-4."""
     base, results = strategy_runs
-    _compare(base, results, "sentence", loss_rtol=1e-5, weight_rtol=0, weight_atol=1e-7)
+    _compare(base, results, "sentence", loss_rtol=1e-5, weight_rtol=2.5e-7, weight_atol=1e-7)
 
 
 def test_sparse_adagrad_sums_the_replicas_row_sparse_gradients_then_clips(strategy_runs):

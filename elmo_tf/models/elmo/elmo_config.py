@@ -1,6 +1,7 @@
 """`ElmoConfig`: the shape of an ELMo biLM, read from and written to bilm-tf's options.json."""
 
 import dataclasses
+import numbers
 
 from elmo_tf.checks import positive_int_problems
 from elmo_tf.files import read_json, write_json_atomically
@@ -72,8 +73,10 @@ class ElmoConfig:
                             f"{self.filters!r}")
             filters = None
         object.__setattr__(self, "filters", filters or ())
-        for name in ("n_highway", "max_characters_per_token"):
-            if not _is_integer(getattr(self, name)):
+        for name in ("n_highway", "max_characters_per_token", "n_characters"):
+            if _is_integer(getattr(self, name)):
+                object.__setattr__(self, name, int(getattr(self, name)))
+            elif name != "n_characters":  # checked below
                 problems.append(f"{name} must be an integer; got {getattr(self, name)!r}")
         chars = self.max_characters_per_token if _is_integer(self.max_characters_per_token) \
             else None
@@ -209,15 +212,16 @@ def _section(options, name, keys, source):
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def _is_integer(value):
-    return isinstance(value, int) and not isinstance(value, bool)
+    """An int, a NumPy integer or a whole-number float (JSON may give 2.0)."""
+    return _is_number(value) and float(value).is_integer()
 
 
 def _integer(value):
-    """`value` as an int when it is a whole number (JSON may give 2.0); else TypeError."""
-    if _is_integer(value) or (_is_number(value) and float(value).is_integer()):
+    """`value` as an int when `_is_integer`; else TypeError."""
+    if _is_integer(value):
         return int(value)
     raise TypeError(value)

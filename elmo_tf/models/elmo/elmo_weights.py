@@ -10,7 +10,7 @@ at run time, not stored.
 import h5py
 import numpy as np
 
-from elmo_tf.files import check_free_space, hdf5_for_writing, write_atomically
+from elmo_tf.files import hdf5_for_writing, write_atomically
 
 
 def entries(backbone):
@@ -49,8 +49,8 @@ def load(backbone, weight_file):
     Raises:
         ValueError: naming the file, the dataset, and the expected and found shapes, for a missing
             dataset, a wrong shape, a dataset the options do not describe or one that does not
-            hold numbers (all checked before anything is assigned), and a dataset with NaN or
-            infinite values (found while loading).
+            hold numbers, or one with NaN or infinite values: all checked before anything is
+            assigned.
     """
     expected = list(entries(backbone))
     try:
@@ -77,22 +77,23 @@ def load(backbone, weight_file):
             raise ValueError(
                 f"{weight_file}: datasets {unexpected} are not part of the model the options "
                 "describe (more layers or highways, or a CNN projection the options do not have).")
-        # One variable at a time (a row range of its dataset), so that loading holds no more
-        # than one matrix besides the model.
+        # One dataset, then one variable, at a time (a row range of its dataset), so that
+        # loading holds no more than one matrix besides the model; every value is checked
+        # before the first is assigned.
+        for name, _, _ in expected:
+            values = np.asarray(f[name][...], np.float32)
+            bad = values.size - np.count_nonzero(np.isfinite(values))
+            if bad:
+                raise ValueError(
+                    f"{weight_file}: dataset {name!r} holds {bad:,} NaN or infinite values (a "
+                    "training run that diverged?); the model would output NaN.")
         for name, _, variables in expected:
             dataset, start = f[name], 0
             for variable in variables:
                 rows = variable.shape[0]
                 # W_0 is split by rows; every other dataset is one variable, maybe reshaped.
                 part = dataset[start:start + rows] if len(variables) > 1 else dataset[...]
-                part = np.asarray(part, np.float32)
-                bad = np.size(part) - np.count_nonzero(np.isfinite(part))
-                if bad:
-                    raise ValueError(
-                        f"{weight_file}: dataset {name!r} holds {bad:,} NaN or infinite "
-                        "values (a training run that diverged?); the model would output NaN. "
-                        "The weights loaded so far are incomplete.")
-                variable.assign(part.reshape(variable.shape))
+                variable.assign(np.asarray(part, np.float32).reshape(variable.shape))
                 start += rows
 
 
@@ -106,8 +107,7 @@ def save(backbone, weight_file):
             for name, array in arrays:
                 f.create_dataset(name, data=array)
 
-    check_free_space(weight_file, sum(a.nbytes for _, a in arrays) + 2**20, str(weight_file))
-    write_atomically(weight_file, write)
+    write_atomically(weight_file, write, needed_bytes=sum(a.nbytes for _, a in arrays) + 2**20)
 
 
 def _dataset_shapes(group):
