@@ -14,6 +14,7 @@ import tempfile
 import time
 
 import h5py
+import numpy as np
 
 _HOST = (re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host")[:24]
 # A temporary younger than this is never taken for a leftover: its writer may not hold its lock
@@ -133,6 +134,13 @@ def check_free_space(path, needed_bytes, what):
         raise OSError(errno.ENOSPC, f"{what} needs about {_megabytes(needed_bytes)} and "
                                     f"{directory} has {_megabytes(free)} free; free some space "
                                     "or write elsewhere")
+
+
+def variables_bytes(variables):
+    """The bytes `variables` (Keras or TF variables, each counted once) take written out: the
+    size to ask `check_free_space` for before saving them."""
+    unique = {id(v): v for v in variables}.values()
+    return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in unique)
 
 
 def _megabytes(size):

@@ -5,10 +5,15 @@ import re
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
-from elmo_tf.files import check_free_space, held, remove_stale_temporaries, temporary_prefix
+from elmo_tf.files import (
+    check_free_space,
+    held,
+    remove_stale_temporaries,
+    temporary_prefix,
+    variables_bytes,
+)
 from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
@@ -67,8 +72,7 @@ def export_saved_model(embedding, export_base, version=None):
     module, signatures = _serving_module(embedding)
     remove_stale_temporaries(export_base, ".export")  # a killed export's
     # The variables, and a few MB of graph.
-    check_free_space(export_base, sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
-                                      for v in embedding.weights) + 16 * 2**20,
+    check_free_space(export_base, variables_bytes(embedding.weights) + 16 * 2**20,
                      f"the SavedModel {target}")
     # TF Serving skips names that start with a dot.
     tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"), suffix=".tmp")

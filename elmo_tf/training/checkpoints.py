@@ -8,11 +8,15 @@ import os
 import re
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.files import check_free_space, remove_stale_temporaries, write_atomically
+from elmo_tf.files import (
+    check_free_space,
+    remove_stale_temporaries,
+    variables_bytes,
+    write_atomically,
+)
 from elmo_tf.training.distribution import is_multi_worker
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
@@ -64,24 +68,13 @@ def save_weights_atomically(model, path):
 def weights_bytes(model):
     """About what `save_weights` writes: the model's and its optimizer's variables, plus 1 MB."""
     variables = model.weights + (model.optimizer.variables if model.optimizer else [])
-    return sum(_nbytes(v) for v in _unique(variables)) + 2**20
+    return variables_bytes(variables) + 2**20
 
 
 def _remove(paths):
     for path in paths:
         with contextlib.suppress(FileNotFoundError):  # another worker's, in a shared dir
             os.remove(path)
-
-
-def _nbytes(variable):
-    return int(np.prod(variable.shape)) * np.dtype(variable.dtype).itemsize
-
-
-def _unique(variables):
-    seen = {}
-    for v in variables:
-        seen.setdefault(id(v), v)
-    return list(seen.values())
 
 
 def _checkpoints(directory):
