@@ -20,8 +20,10 @@ What it measures (every figure a median or best of repeated runs in one process)
   `ElmoBackbone.__call__` and `embed` (XLA on a GPU), largest |difference|, TF32 off and on.
 * inference: the `original` shape (random weights) at 1x20, 32x20, 64x40 and 1024x20 tokens:
   `embed` (the default path: XLA, shape buckets) and the plain graph, float32 with TF32 off
-  and on, and `mixed_bfloat16`; tokens/s of real tokens, and the first call's seconds (tracing
-  and compiling).
+  and on, and `mixed_bfloat16`; tokens/s of real tokens with the outputs left on the device
+  (and once copied to the host), and the first call's seconds (tracing and compiling). With
+  TF32 on also the XLA graph's two parts alone (token encoder; biLM) and the A/B of the LSTM
+  gate inputs of all steps at once (the GPU's default) against bounded chunks (the CPU's).
 * training: `elmo_original` as the recipe trains it (stream batches of 384 x 20, the released
   793,471-word vocabulary, 8192 sampled negatives, dropout, `SparseAdagrad`), synthetic
   batches from memory: tokens/s of `fit` steps for float32 (TF32 on, off) and
@@ -54,6 +56,7 @@ from bench.training import (  # noqa: E402
     dataset, fit_steps, make_language_model, part_functions, synthetic_batch)
 from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
+from elmo_tf.ops import lstm as lstm_ops  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -111,25 +114,70 @@ def parity():
     return results
 
 
+def on_device(outputs):
+    """Waits for `outputs` without copying them to the host: one element is read (every output
+    comes from one executable, so that waits for all of them)."""
+    first = tf.nest.flatten(outputs)[0]
+    return first[(0,) * first.shape.rank].numpy()
+
+
 def inference(settings, save):
     preset = settings["inference_preset"]
     config = ElmoConfig.from_preset(preset) if preset else TINY_INFERENCE
     keras.utils.set_random_seed(0)
     fp32 = ElmoBackbone(config)
-    bf16 = ElmoBackbone(config, dtype="mixed_bfloat16")
-    bf16.set_weights(fp32.get_weights())
+
+    def copy(**kwargs):
+        model = ElmoBackbone(config, **kwargs)
+        model.set_weights(fp32.get_weights())
+        return model
+
+    # XLA reads the TF32 setting when it compiles a shape, and `embed` keeps what it compiled:
+    # one model per setting (a model first compiled with TF32 off kept running without it).
+    embedders = {False: copy(), True: fp32}
+    bf16 = copy(dtype="mixed_bfloat16")
+    # The A/B of the LSTM's gate inputs: all steps at once (the GPU's default) against the
+    # CPU's bounded chunks (GATE_ROWS_PER_CHUNK["GPU"] = 384 while its graphs are traced).
+    default_rows = lstm_ops.GATE_ROWS_PER_CHUNK["GPU"]
+    chunked_gates = copy()
+
+    def embed_gates_in_chunks(ids):
+        lstm_ops.GATE_ROWS_PER_CHUNK["GPU"] = lstm_ops.GATE_ROWS_PER_CHUNK["CPU"]
+        try:
+            return chunked_gates.embed(ids)
+        finally:
+            lstm_ops.GATE_ROWS_PER_CHUNK["GPU"] = default_rows
+
     spec = tf.TensorSpec([None, None, config.max_characters_per_token], tf.int32)
     plain = tf.function(lambda ids: fp32(ids, training=False)["layers"], input_signature=[spec])
-    results = {"model": preset or "tiny", "tokens_per_second": {}, "first_call_seconds": {}}
+    # The parts of the XLA graph, alone: the token encoder, and the biLM on its output.
+    encoder = tf.function(lambda ids: fp32.token_encoder(ids), jit_compile=True)
+    bilm = tf.function(lambda x, mask: fp32.bilm(x, mask=mask), jit_compile=True)
+    results = {"model": preset or "tiny", "synchronisation": (
+        "outputs left on the device (one element read back), except the `_to_host` runs, "
+        "which copy outputs['layers'] to NumPy as the 0.1-era runs of this benchmark did"),
+        "tokens_per_second": {}, "first_call_seconds": {}}
     for batch, steps in settings["shapes"]:
         ids = tokens_to_char_ids(sentences(batch, steps, seed=batch))
+        with_boundaries = tf.pad(ids, [[0, 0], [1, 1], [0, 0]], constant_values=1)
+        token_embeddings = encoder(with_boundaries)
+        mask = tf.ones(token_embeddings.shape[:2], tf.bool)
         shape = f"{batch}x{steps}"
         for enabled in (False, True):
             setting = tf32(enabled)
-            runs = {f"embed_fp32_{setting}": lambda: fp32.embed(ids)["layers"].numpy(),
-                    f"plain_graph_fp32_{setting}": lambda: plain(ids).numpy()}
+            embedder = embedders[enabled]
+            runs = {f"embed_fp32_{setting}": lambda: on_device(embedder.embed(ids)["layers"]),
+                    f"plain_graph_fp32_{setting}": lambda: on_device(plain(ids))}
             if enabled:
-                runs["embed_mixed_bfloat16"] = lambda: bf16.embed(ids)["layers"].numpy()
+                runs.update({
+                    "embed_mixed_bfloat16": lambda: on_device(bf16.embed(ids)["layers"]),
+                    "embed_fp32_tf32_on_gates_in_chunks": lambda: on_device(
+                        embed_gates_in_chunks(ids)["layers"]),
+                    "xla_token_encoder_fp32_tf32_on": lambda: on_device(
+                        encoder(with_boundaries)),
+                    "xla_bilm_fp32_tf32_on": lambda: on_device(bilm(token_embeddings, mask))})
+            else:
+                runs["embed_fp32_tf32_off_to_host"] = lambda: embedder.embed(ids)["layers"].numpy()
             for name, fn in runs.items():
                 started = time.perf_counter()
                 fn()

@@ -1,6 +1,9 @@
 """Files elmo-tf 0.1 saved keep loading, with the same outputs (`tests/fixtures/v0_1/make.py`
-wrote them with that version, on a CPU). Bit-identical on the CPU: a GPU's kernels round
-differently (1e-8 apart on an H100), so the outputs are computed on the CPU everywhere."""
+wrote them with that version, on a CPU without AMX). The outputs are computed on the CPU and
+compared to float32 rounding, not bit for bit: they are bit-identical on the development
+machine's CPU, but the GPU machine's CPU (AMX: other oneDNN kernels) put them 1.5e-8 apart at
+0.012 (relative 5e-6). A misread weight moves them by far more (tests/models/elmo has the
+weight-mapping tests)."""
 
 import json
 import pathlib
@@ -16,6 +19,10 @@ from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 V0_1 = pathlib.Path(__file__).parent / "fixtures" / "v0_1"
 
 
+def _assert_same(got, expected):
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-7)
+
+
 def _fixture():
     return (json.loads((V0_1 / "config.json").read_text()),
             np.load(V0_1 / "expected.npz"))
@@ -27,7 +34,7 @@ def test_a_backbone_saved_by_0_1_loads_with_its_outputs():
     assert isinstance(backbone, elmo_tf.ElmoBackbone) and backbone.dropout == 0.1
     with tf.device("/CPU:0"):
         layers = backbone(expected["char_ids"])["layers"]
-    np.testing.assert_array_equal(layers, expected["backbone_layers"])
+    _assert_same(layers, expected["backbone_layers"])
 
 
 def test_a_downstream_model_saved_by_0_1_loads_with_its_outputs():
@@ -35,7 +42,7 @@ def test_a_downstream_model_saved_by_0_1_loads_with_its_outputs():
     model = keras.models.load_model(V0_1 / "classifier.keras")
     with tf.device("/CPU:0"):
         scores = model(np.array(config["tokens"]))
-    np.testing.assert_array_equal(scores, expected["classifier"])
+    _assert_same(scores, expected["classifier"])
 
 
 def test_language_model_weights_saved_by_0_1_load():
@@ -49,7 +56,7 @@ def test_language_model_weights_saved_by_0_1_load():
     lm.load_weights(V0_1 / "language_model.weights.h5")
     with tf.device("/CPU:0"):
         outputs = lm({"char_ids": ids})
-    np.testing.assert_array_equal(outputs, expected["language_model"])
+    _assert_same(outputs, expected["language_model"])
     # 0.1 kept the softmax as the model's own weights, "vars/0" and "vars/1".
     with h5py.File(V0_1 / "language_model.weights.h5", "r") as f:
         np.testing.assert_array_equal(lm.softmax.kernel, f["vars/0"][...])

@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.layers.initializers import initializer
+from elmo_tf.ops.chunking import compute_device_type
 from elmo_tf.ops.lstm import (
     GATE_ROWS_PER_CHUNK,
     eager_exact_recurrence,
@@ -166,7 +167,7 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
         [tf.cast(layer.recurrent_kernel, dtype) for layer in layers],
         [tf.cast(layer.projection_kernel, dtype) for layer in layers],
         lengths, [s[0] for s in initial_states], [s[1] for s in initial_states],
-        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK)
+        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK[compute_device_type()])
     # The eager path's tf.function generalises shapes across models; restore the static widths.
     outputs = [tf.ensure_shape(o, [None, None, layer.projection_dim])
                for o, layer in zip(outputs, layers)]

@@ -12,15 +12,20 @@ def zero_state(batch, projection_dim, units):
     return tf.zeros([batch, projection_dim]), tf.zeros([batch, units])
 
 
-# At most this many rows (steps x batch) of gate inputs are computed by one matmul and kept
-# (24 MiB per direction for the released model, however long the batch): as fast as one matmul
-# over a whole 32 x 20 batch (measured), with about 70 MiB less peak memory.
-GATE_ROWS_PER_CHUNK = 384
+# At most this many rows (steps x batch) of gate inputs are computed by one matmul and kept, by
+# device type. On a CPU, 384 rows (24 MiB per direction for the released model, however long
+# the batch): as fast as one matmul over a whole 32 x 20 batch (measured), with about 70 MiB
+# less peak memory. On a GPU, no bound (None): one matmul for all steps and no branch in the
+# loop (under XLA a branch copies its predicate to the host at every step). On an H100, embed
+# at 1x20 / 32x20 / 64x40 / 1024x20 with TF32: 3.5k / 94k / 178k / 471k tokens/s against 2.3k /
+# 52k / 111k / 393k with 384-row chunks; bfloat16 at 1024x20: 874k against 420k with 8192-row
+# chunks (two runs, bench/results/gpu.json).
+GATE_ROWS_PER_CHUNK = {"CPU": 384, "GPU": None}
 
 
 def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
                      lengths, initial_h, initial_c, cell_clip, proj_clip,
-                     gate_rows=GATE_ROWS_PER_CHUNK):
+                     gate_rows=None):
     """The exact projected-LSTM recurrence for several independent directions in one loop.
 
     The input matmul `x_t @ W_x + B` is hoisted out of the per-step work: it runs once per chunk
@@ -33,7 +38,8 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         lengths: int32 `[batch]`; steps at or past a row's length keep its state, output 0.
         initial_h, initial_c: per direction, float32 `[batch, P]`, `[batch, C]`.
         cell_clip, proj_clip: Python floats or None.
-        gate_rows: the most rows (steps x batch) of gate inputs one matmul computes.
+        gate_rows: the most rows (steps x batch) of gate inputs one matmul computes; None: all
+            steps at once, with no branch in the loop.
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,
@@ -47,8 +53,11 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
     valid = tf.transpose(tf.sequence_mask(lengths, steps))[:, :, None]  # [steps, batch, 1]
     # Equal chunks (every chunk of gates has the same shape, as XLA needs), balanced so that
     # padding the time axis to whole chunks adds fewer steps than there are chunks.
-    n_chunks = -(-steps // tf.clip_by_value(gate_rows // tf.maximum(batch, 1), 1, steps))
-    steps_per_chunk = -(-steps // n_chunks)
+    if gate_rows is None:  # no branch in the loop
+        n_chunks, steps_per_chunk = 1, steps
+    else:
+        n_chunks = -(-steps // tf.clip_by_value(gate_rows // tf.maximum(batch, 1), 1, steps))
+        steps_per_chunk = -(-steps // n_chunks)
     inputs = [tf.pad(x, [[0, n_chunks * steps_per_chunk - time], [0, 0], [0, 0]]) for x in inputs]
 
     def chunk_gates(d, t, steps):
@@ -65,8 +74,9 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         offset = t % steps_per_chunk
         new_gates, new_hs, new_cs, new_arrays = [], [], [], []
         for d, (g, h, c, array) in enumerate(zip(gates, hs, cs, arrays)):
-            g = tf.cond(tf.logical_and(tf.equal(offset, 0), t > 0),
-                        lambda d=d, g=g: chunk_gates(d, t, tf.shape(g)[0]), lambda g=g: g)
+            if gate_rows is not None:
+                g = tf.cond(tf.logical_and(tf.equal(offset, 0), t > 0),
+                            lambda d=d, g=g: chunk_gates(d, t, tf.shape(g)[0]), lambda g=g: g)
             z = tf.cast(g[offset], tf.float32) + tf.cast(
                 tf.matmul(tf.cast(h, dtype), recurrent_kernels[d]), tf.float32)
             i, j, f, o = tf.split(z, 4, axis=1)

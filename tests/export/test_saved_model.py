@@ -66,8 +66,9 @@ def test_fresh_process_without_elmo_tf_matches_the_in_memory_model(exported, tmp
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     got = np.load(tmp_path / "out.npz")
     for key, value in _expected(elmo, TOKENS).items():
-        # A few float32 ulps apart on a GPU (1.4e-6 at 2.9 on an H100), equal on a CPU.
-        np.testing.assert_allclose(got[key], value, rtol=1e-6, atol=1e-6, err_msg=key)
+        # Float32 rounding apart on a GPU (1.4e-6 at 2.9 and 1.8e-6 at 0.25 on an H100: the
+        # fresh process's kernels differ), equal on a CPU.
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
 
 
 def test_default_signature_splits_sentences_on_whitespace(exported):

@@ -185,9 +185,11 @@ def test_configs_of_elmo_tf_0_1_load_and_the_cudnn_path_is_refused_with_the_reas
         ProjectedLSTM(C, P, implementation="cudnn")
 
 
-@pytest.mark.parametrize("gate_rows", [1, 4, 7])
+@pytest.mark.parametrize("gate_rows", [None, 1, 4, 7])
 def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
-    # Small row budgets split the hoisted input matmul into several chunks, with padding.
+    # Small row budgets split the hoisted input matmul into several chunks, with padding (the
+    # CPU's way); None computes every step's gates at once, with no branch in the loop (the
+    # GPU's way).
     layer = _layer()
     rng = np.random.default_rng(11)
     x = rng.standard_normal((7, 2, IN)).astype(np.float32)  # time-major: 7 steps, batch 2
@@ -203,6 +205,44 @@ def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
     for row, length in enumerate([7, 4]):
         np.testing.assert_allclose(chunked[0][0][:, row], _reference_run(layer, x[:, row], length)[0],
                                    atol=1e-5)
+
+    def gradients(rows):
+        with tf.GradientTape() as tape:
+            tape.watch(args[0])
+            outputs, final_h, final_c = exact_recurrence(*args, gate_rows=rows)
+            loss = tf.reduce_sum(outputs[0] ** 2) + tf.reduce_sum(final_h[0] * final_c[0][:, :P])
+        return tape.gradient(loss, args[0] + args[1] + args[3])
+
+    reference = gradients(3)
+    for grads in (gradients(gate_rows), tf.function(lambda: gradients(gate_rows),
+                                                    jit_compile=True)()):
+        for a, b in zip(reference, grads):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def _op_types(graph):
+    types = {op.type for op in graph.get_operations()}
+    for function in graph._functions.values():
+        types |= {node.op for node in function.definition.node_def}
+    return types
+
+
+@pytest.mark.parametrize("gate_rows, branch", [(None, False), (16, True)])
+def test_the_loop_branches_only_when_the_gates_come_in_chunks(gate_rows, branch):
+    # A branch in the loop costs a host round trip per step under XLA on a GPU, where the
+    # gates of all steps are computed at once (gate_rows None): the graph has none then.
+    layer = _layer()
+
+    @tf.function
+    def run(x, lengths, h, c):
+        return exact_recurrence([x], [layer.input_kernel.value], [layer.bias.value],
+                                [layer.recurrent_kernel.value], [layer.projection_kernel.value],
+                                lengths, [h], [c], 0.8, 0.5, gate_rows=gate_rows)
+
+    graph = run.get_concrete_function(
+        tf.TensorSpec([None, None, IN]), tf.TensorSpec([None], tf.int32),
+        tf.TensorSpec([None, P]), tf.TensorSpec([None, C])).graph
+    assert bool({"If", "StatelessIf"} & _op_types(graph)) == branch
 
 
 def test_gradient_compiles_with_xla_after_a_trace_without_it():
