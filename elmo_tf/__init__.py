@@ -1,4 +1,4 @@
-"""elmo-tf: ELMo in TensorFlow 2 / Keras 3 (Masked ELMo to come).
+"""elmo-tf: ELMo and Masked ELMo in TensorFlow 2 / Keras 3.
 
 Example:
 >>> import elmo_tf
@@ -12,5 +12,7 @@ from elmo_tf.data.char_ids import tokens_to_char_ids
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 
-__all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "tokens_to_char_ids", "__version__"]
+__all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone", "tokens_to_char_ids",
+           "__version__"]

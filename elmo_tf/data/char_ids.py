@@ -18,6 +18,11 @@ EOS_CHAR = 257
 BOW_CHAR = 258
 EOW_CHAR = 259
 PAD_CHAR = 260
+# Masked ELMo's mask token: `[BOW, 255, EOW, PAD...]`, built like `<S>`/`</S>` from one char
+# id between begin and end of word. 255 is a byte UTF-8 never produces, so no text token has
+# these ids, and it is a row the released char embedding table already has (262 rows): the
+# released ids are unchanged. Only `MaskTokens` writes it; no string maps to it.
+MASK_CHAR = 255
 MAX_CHARACTERS_PER_TOKEN = 50
 N_CHAR_IDS = PAD_CHAR + 2  # shifted ids 0 (a padding token) to 261: the char CNN's table
 

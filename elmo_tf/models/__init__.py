@@ -1,4 +1,4 @@
-"""Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`),
+"""Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`, `masked_elmo/`),
 and the downstream embedding layers that work on any backbone."""
 
 from elmo_tf.models.backbone import Backbone
@@ -6,7 +6,9 @@ from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.models.task import Task
 
 __all__ = ["Backbone", "ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel",
-           "Task"]
+           "MaskedElmoBackbone", "MaskedElmoLanguageModel", "Task"]

@@ -8,7 +8,8 @@ from elmo_tf.models.backbone import with_backbone_object
 
 class Task(keras.Model):
     """A model that trains a `Backbone` for an objective (KerasHub's Task): ELMo's biLM
-    pre-training (`ElmoLanguageModel`) now; Masked ELMo's and the downstream tasks next.
+    pre-training (`ElmoLanguageModel`), Masked ELMo's (`MaskedElmoLanguageModel`); the
+    downstream tasks next.
 
     What every task shares, in one place:
 

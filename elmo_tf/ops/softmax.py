@@ -18,6 +18,8 @@ import math
 
 import tensorflow as tf
 
+from elmo_tf.ops.random import stateless_uniform
+
 from elmo_tf.ops.chunking import map_in_chunks
 
 # The full softmax's logits are computed this many entries at a time at most (256 MB in float32).
@@ -60,12 +62,8 @@ def log_uniform_candidates(true_ids, num_sampled, range_max, seed):
     seed = tf.cast(seed, tf.int32)
 
     def draw_round(round_, count, tries, sampled, taken):
-        # Uniform doubles from 53 random bits (XLA's own float conversion differs from TF's
-        # kernels; the bits agree, so a run draws the same candidates with or without XLA).
-        bits = tf.random.stateless_uniform([k], seed=seed + tf.stack([0, round_]), minval=None,
-                                           maxval=None, dtype=tf.uint64, alg="philox")
-        u = tf.cast(tf.bitwise.right_shift(bits, tf.constant(11, tf.uint64)), tf.float64) \
-            * 2.0 ** -53
+        # The same uniforms with or without XLA: a run draws the same candidates either way.
+        u = stateless_uniform([k], seed + tf.stack([0, round_]))
         ids = tf.clip_by_value(tf.cast(tf.floor(tf.exp(u * log_range)), tf.int32) - 1, 0, v - 1)
         # A draw is new if its id was not taken before this round and it is the id's first
         # draw in this round.

@@ -1,0 +1,121 @@
+"""`MaskedElmoBackbone`: Masked ELMo's fully bidirectional LSTM encoder as a Keras functional
+model that keeps the `Backbone` contract."""
+
+import keras
+
+from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
+from elmo_tf.layers.bilstm_stack import BiLSTMStack
+from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
+from elmo_tf.layers.token_encoder import TokenEncoder
+from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class MaskedElmoBackbone(Backbone):
+    """Masked ELMo: ELMo's token encoder, then bidirectional LSTM layers (`BiLSTMStack`).
+
+    The same token encoder as ELMo (char CNN, highways, projection; `TokenEncoder`), so
+    released ELMo weights can initialise it (`load_token_encoder_from`), then `n_layers`
+    bidirectional layers whose next layer reads `[forward; backward]`. Inputs and outputs are
+    the `Backbone` contract: char ids of sentences without boundaries; "layers" has
+    `num_layers = n_layers + 1` entries of `2P` (layer 0 the token embedding duplicated, then
+    `[forward; backward]` of each layer), "mask", the same with boundaries, and
+    "token_embeddings". So `ElmoEmbedding`, the SavedModel export and `dump` take it as they
+    take `ElmoBackbone`. Stateless: every call starts from zero state.
+
+    Args:
+        config: an `ElmoConfig` (or its dict) without clips (`cell_clip`, `proj_clip` None:
+            Masked ELMo's cells have none), e.g. `ElmoConfig(**MASKED_ELMO_PRESETS[name])`
+            or `MaskedElmoBackbone.from_preset(name)`.
+        dropout: dropout on every LSTM layer's input in training.
+        dtype: Keras dtype policy.
+
+    Example:
+    >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
+    >>> outputs = backbone(elmo_tf.tokens_to_char_ids([["The", "cat"], ["Hi", ""]]))
+    >>> outputs["layers"].shape  # [batch, 3, time, 2P]
+    TensorShape([2, 3, 2, 32])
+    """
+
+    def __init__(self, config, dropout=0.0, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = ElmoConfig(**config)
+        if config.cell_clip is not None or config.proj_clip is not None:
+            raise ValueError(
+                f"Masked ELMo's cells have no clips: cell_clip and proj_clip must be None; got "
+                f"{config.cell_clip} and {config.proj_clip} (see MASKED_ELMO_PRESETS).")
+        # === Layers ===
+        add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries")
+        token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
+        stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
+                            config.use_skip_connections, dropout=dropout, dtype=dtype,
+                            name="bilstm")
+        remove_boundaries = RemoveSentenceBoundaries(
+            time_axis=2, dtype="float32", name="remove_sentence_boundaries")
+
+        # === Functional Model ===
+        char_ids = keras.Input(shape=(None, config.max_characters_per_token), dtype="int32",
+                               name="char_ids")
+        ids_with_boundaries, mask_with_boundaries = add_boundaries(char_ids)
+        token_embeddings = token_encoder(ids_with_boundaries)
+        layers_with_boundaries = keras.ops.cast(
+            stack(token_embeddings, mask=mask_with_boundaries), "float32")
+        layers, mask = remove_boundaries(layers_with_boundaries, mask_with_boundaries)
+        super().__init__(
+            inputs=char_ids,
+            outputs={"layers": layers, "mask": mask,
+                     "layers_with_boundaries": layers_with_boundaries,
+                     "mask_with_boundaries": mask_with_boundaries,
+                     "token_embeddings": keras.ops.cast(token_embeddings, "float32")},
+            dtype=dtype, **kwargs)
+
+        # === Config ===
+        self.config = config
+        self.token_encoder = token_encoder
+        self.bilstm = stack
+        self.num_layers = config.n_layers + 1
+        self.output_dim = config.output_dim
+        self.token_dim = config.projection_dim
+        self.max_characters_per_token = config.max_characters_per_token
+
+    @property
+    def dropout(self):
+        return self.bilstm.dropout
+
+    @classmethod
+    def presets(cls):
+        """Names of the preset architectures (`masked_elmo_presets.MASKED_ELMO_PRESETS`)."""
+        return tuple(MASKED_ELMO_PRESETS)
+
+    @classmethod
+    def from_preset(cls, name, **kwargs):
+        """A freshly initialised backbone of the preset architecture `name`."""
+        if name not in MASKED_ELMO_PRESETS:
+            raise ValueError(f"unknown Masked ELMo preset {name!r}; known: "
+                             f"{', '.join(MASKED_ELMO_PRESETS)}.")
+        return cls(ElmoConfig(**MASKED_ELMO_PRESETS[name]), **kwargs)
+
+    def load_token_encoder_from(self, elmo_backbone):
+        """Copies an ELMo backbone's token encoder weights (e.g. released ones, through
+        `ElmoBackbone.from_allennlp`) into this one; the shapes must match."""
+        source = elmo_backbone.token_encoder.get_weights()
+        target = self.token_encoder.get_weights()
+        if [w.shape for w in source] != [w.shape for w in target]:
+            raise ValueError("the ELMo backbone's token encoder has another shape than this "
+                             "one (char CNN filters, highways, projection): build this backbone "
+                             "with the same ElmoConfig apart from the clips.")
+        self.token_encoder.set_weights(source)
+
+    def get_config(self):
+        return {"name": self.name, "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(self.bilstm.dtype_policy),
+                "config": self.config.to_dict(), "dropout": self.dropout}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)

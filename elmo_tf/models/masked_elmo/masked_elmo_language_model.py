@@ -1,0 +1,93 @@
+"""`MaskedElmoLanguageModel`: Masked ELMo's pre-training task (BERT's masked-LM loss)."""
+
+import keras
+import tensorflow as tf
+
+from elmo_tf.layers.word_softmax import WordSoftmax
+from elmo_tf.metrics.perplexity import Perplexity
+from elmo_tf.models.task import Task
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class MaskedElmoLanguageModel(Task):
+    """Pre-trains a `MaskedElmoBackbone` with BERT's masked-LM objective.
+
+    The backbone reads sentences in which some tokens were masked
+    (`elmo_tf.data.masked_language_model_dataset`, `MaskTokens`); at every selected position a
+    softmax over the word vocabulary (`WordSoftmax`: sampled, log-uniform, accidental hits
+    removed, in training when the vocabulary is larger than `num_negatives`; full otherwise
+    and in evaluation) predicts the original token from `[forward; backward]` of the top layer
+    (`2P` wide). The loss is the mean NLL over the selected positions of the global batch;
+    `perplexity` is its exponential (masked-LM perplexity).
+
+    Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries.
+    Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
+    -1 elsewhere.
+
+    Args:
+        backbone: the `MaskedElmoBackbone` (or any `Backbone`) to train.
+        vocabulary_size: V, the softmax size.
+        num_negatives: sampled-softmax candidates per batch.
+        dropout: on the top layer in training; the backbone's `dropout` when None.
+
+    Example:
+    >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
+    >>> model = MaskedElmoLanguageModel(backbone, vocabulary_size=len(vocab))
+    >>> model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    >>> model.fit(masked_language_model_dataset(sentences, vocab), steps_per_epoch=100)
+    """
+
+    def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None, **kwargs):
+        super().__init__(backbone, **kwargs)
+        # === Layers ===
+        self.softmax = WordSoftmax(vocabulary_size, num_negatives, name="softmax")
+        self.perplexity = Perplexity(name="perplexity")
+
+        # === Config ===
+        self.dropout = getattr(backbone, "dropout", 0.0) if dropout is None else float(dropout)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
+        self.softmax.build((None, backbone.output_dim))
+
+    @property
+    def vocabulary_size(self):
+        return self.softmax.vocabulary_size
+
+    @property
+    def num_negatives(self):
+        return self.softmax.num_negatives
+
+    def call(self, inputs, training=False):
+        if not isinstance(inputs, dict) or set(inputs) != {"char_ids"}:
+            got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+            raise ValueError(f"MaskedElmoLanguageModel takes a dict with 'char_ids'; got {got}.")
+        top = self.backbone(inputs["char_ids"], training=training)["layers"][:, -1]
+        top = tf.cast(top, "float32")
+        if training and self.dropout > 0:
+            top = tf.nn.dropout(top, rate=self.dropout)
+        return top
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        if not isinstance(y, dict) or set(y) != {"targets"}:
+            got = sorted(y) if isinstance(y, dict) else type(y).__name__
+            raise ValueError(f"MaskedElmoLanguageModel's targets are a dict with 'targets'; "
+                             f"got {got}.")
+        width = self.backbone.output_dim
+        # Every position as a row, no boolean mask (static shapes under XLA): unselected
+        # positions weigh 0.
+        outputs = tf.reshape(y_pred, [-1, width])
+        targets = tf.reshape(tf.cast(y["targets"], tf.int32), [-1])
+        valid = targets >= 0
+        nll = self.softmax(outputs, tf.maximum(targets, 0), training=training)
+        total = tf.reduce_sum(tf.where(valid, nll, 0.0))
+        count = tf.reduce_sum(tf.cast(valid, tf.float32))
+        self.perplexity.update_state(total, count)
+        # Keras sums the replicas' gradients: a replica's loss is its part of the global mean.
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
+        return tf.math.divide_no_nan(total, count)
+
+    def get_config(self):
+        return {**super().get_config(), "vocabulary_size": self.vocabulary_size,
+                "num_negatives": self.num_negatives, "dropout": self.dropout}

@@ -1,0 +1,159 @@
+"""Masked ELMo: the masked-LM batches (mask accumulation), the backbone under the contract, the
+task's loss, no leak of a masked token, serialization."""
+
+import h5py
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
+from elmo_tf.data import Vocabulary, build_vocabulary
+from elmo_tf.data.char_ids import MASK_CHAR, special_token_char_ids
+from elmo_tf.data.generated_corpus import GeneratedLanguage
+from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
+from elmo_tf.export import export_saved_model, write_embeddings
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
+from elmo_tf.ops.masking import mask_tokens
+
+TOKENS = [["a", "bb", "ccc"], ["dddd", "", ""]]
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = np.random.default_rng(0)
+    language = GeneratedLanguage()
+    sentences = [language.sample(rng) for _ in range(600)]
+    vocabulary = build_vocabulary(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences)), progress=False)
+    return sentences, vocabulary
+
+
+def _dataset(sentences, vocabulary, **kwargs):
+    data = tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences))
+    return masked_language_model_dataset(data, vocabulary, **kwargs)
+
+
+def _tiny_backbone(**kwargs):
+    keras.utils.set_random_seed(0)
+    return MaskedElmoBackbone.from_preset("tiny_masked", **kwargs)
+
+
+@pytest.mark.parametrize("rate, covers_all", [(0.15, False), (0.4, True)])
+def test_mask_accumulation_gives_each_copy_its_own_tokens(corpus, rate, covers_all):
+    sentences, vocabulary = corpus
+    k = 3
+    (inputs, targets), = _dataset(sentences[:4], vocabulary, batch_size=12,
+                                  masks_per_sentence=k, rate=rate, repeat=False).take(1)
+    targets = targets["targets"].numpy()
+    for s in range(4):
+        copies = targets[s * k:(s + 1) * k]  # the copies of a sentence are consecutive rows
+        n = len(sentences[s])
+        selected = copies[:, :n] >= 0
+        assert selected.sum(0).max() <= 1  # disjoint: a token is predicted by one copy at most
+        if covers_all:
+            assert selected.sum(0).min() == 1
+        ids = vocabulary.lookup(tf.constant(sentences[s])).numpy()
+        for row in copies:
+            np.testing.assert_array_equal(row[:n][row[:n] >= 0], ids[row[:n] >= 0])
+    # Over many sentences each copy predicts `rate` of the tokens.
+    (_, many), = _dataset(sentences, vocabulary, batch_size=600, masks_per_sentence=k,
+                          rate=0.15, repeat=False).take(1)
+    n_tokens = sum(len(s) for s in sentences[:200])
+    fraction = (many["targets"].numpy() >= 0).sum() / (k * n_tokens)
+    assert abs(fraction - 0.15) < 0.02
+
+
+def test_held_out_masking_is_fixed_by_the_seed(corpus):
+    sentences, vocabulary = corpus
+    runs = [[t["targets"].numpy() for _, t in _dataset(sentences[:40], vocabulary, batch_size=8,
+                                                       repeat=False, seed=s)] for s in (1, 1, 2)]
+    for a, b in zip(runs[0], runs[1]):
+        np.testing.assert_array_equal(a, b)
+    assert any((a != c).any() for a, c in zip(runs[0], runs[2]))
+
+
+def test_a_masked_token_does_not_leak_into_its_prediction():
+    # Two sentences that differ only at position 2: masked there, they predict the same.
+    backbone = _tiny_backbone()
+    model = MaskedElmoLanguageModel(backbone, vocabulary_size=50, num_negatives=8)
+    table = tokens_to_char_ids([[f"w{i}" for i in range(50)]])[0]
+    char_ids = tokens_to_char_ids([["the", "dog", "barks", "."], ["the", "dog", "sleeps", "."]])
+    word_ids = tf.constant([[-1, -1, 7, -1], [-1, -1, 9, -1]])
+    masked, targets = mask_tokens(char_ids, word_ids, [5, 6], table, rate=1.0, mask_rate=1.0,
+                                  random_rate=0.0)
+    assert targets.numpy().tolist() == [[-1, -1, 7, -1], [-1, -1, 9, -1]]
+    np.testing.assert_array_equal(masked[0, 2], special_token_char_ids(MASK_CHAR))
+    outputs = model({"char_ids": masked}).numpy()
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    # ...and unmasked they differ at every position, the first included (fully bidirectional).
+    plain = model({"char_ids": char_ids}).numpy()
+    assert (np.abs(plain[0] - plain[1]).max(-1) > 0).all()
+
+
+def test_fit_lowers_the_masked_lm_loss(corpus):
+    sentences, vocabulary = corpus
+    model = MaskedElmoLanguageModel(_tiny_backbone(dropout=0.1), len(vocabulary),
+                                    num_negatives=8)
+    assert model.softmax.samples
+    model.compile(optimizer=keras.optimizers.Adam(3e-3))
+    heldout = _dataset(sentences[:64], vocabulary, batch_size=32, repeat=False, seed=9)
+    before = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
+    model.fit(_dataset(sentences, vocabulary, batch_size=32, masks_per_sentence=2),
+              steps_per_epoch=60, epochs=1, verbose=0)
+    after = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
+    assert after < 0.75 * before, (before, after)  # 0.61 measured (329 -> 201)
+
+
+def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
+    # The sampled softmax (ELMo's tests compile the full one too: the same WordSoftmax).
+    sentences, vocabulary = corpus
+    data = _dataset(sentences[:8], vocabulary, batch_size=4, repeat=False, pad_to_buckets=True)
+    shapes = {tuple(t["targets"].shape) for _, t in data}
+    assert all(time in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32)
+               for _, time in shapes)
+    (x, y), = data.take(1)
+    model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=8)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
+    losses = [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(8)]
+    assert losses[-1] < losses[0], losses
+
+
+def test_keras_round_trip(tmp_path, corpus):
+    _, vocabulary = corpus
+    model = MaskedElmoLanguageModel(_tiny_backbone(dropout=0.1), len(vocabulary),
+                                    num_negatives=8)
+    char_ids = tokens_to_char_ids(TOKENS)
+    expected = model({"char_ids": char_ids})
+    model.save(tmp_path / "m.keras")
+    restored = keras.models.load_model(tmp_path / "m.keras")
+    assert isinstance(restored.backbone, MaskedElmoBackbone) and restored.backbone.dropout == 0.1
+    np.testing.assert_array_equal(restored({"char_ids": char_ids}), expected)
+    assert restored.get_config() == model.get_config()
+
+
+def test_embedding_export_and_dump_take_a_masked_elmo_backbone(tmp_path):
+    backbone = _tiny_backbone()
+    expected = backbone(tokens_to_char_ids(TOKENS))
+    elmo = ElmoEmbedding(backbone, dropout=0.0)
+    np.testing.assert_allclose(elmo(TOKENS), expected["layers"].numpy().mean(axis=1), atol=1e-6)
+    path = export_saved_model(elmo, tmp_path / "serving")
+    served = tf.saved_model.load(path).signatures["tokens"](
+        tokens=tf.constant([["a", "bb", "ccc"], ["dddd", "", ""]]),
+        sequence_len=tf.constant([3, 1]))
+    np.testing.assert_allclose(served["lstm_outputs2"], expected["layers"][:, 2], atol=1e-5)
+    write_embeddings(backbone, [["a", "bb", "ccc"], ["dddd"]], tmp_path / "v.hdf5",
+                     progress=False)
+    with h5py.File(tmp_path / "v.hdf5", "r") as f:
+        np.testing.assert_allclose(f["0"][...], expected["layers"][0], atol=1e-5)
+
+
+def test_released_elmo_token_encoder_weights_initialise_it():
+    elmo = ElmoBackbone(ElmoConfig.from_preset("tiny"))
+    masked = _tiny_backbone()
+    masked.load_token_encoder_from(elmo)
+    ids = tokens_to_char_ids(TOKENS)
+    np.testing.assert_array_equal(masked(ids)["token_embeddings"], elmo(ids)["token_embeddings"])
+    with pytest.raises(ValueError, match="Masked ELMo's cells have no clips"):
+        MaskedElmoBackbone(ElmoConfig.from_preset("tiny"))
