@@ -230,10 +230,10 @@ def _read_sentences(path):
 
 def _dump(args):
     from elmo_tf.export.embeddings_hdf5 import write_embeddings
-    from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+    from elmo_tf.models.load_backbone import load_backbone
 
     sentences = _read_sentences(args.input)
-    backbone = ElmoBackbone.from_allennlp(*_model_files(args))
+    backbone = load_backbone(*_model_files(args))
     tokens = write_embeddings(backbone, sentences, args.output, layers=args.layers,
                               batch_size=args.batch_size)
     layers, width = backbone.num_layers, backbone.output_dim
@@ -298,6 +298,9 @@ def _evaluate(args):
 
 
 def _print_perplexities(name, results, best=None):
+    if "forward_perplexity" not in results:  # Masked ELMo: the next-token bound does not apply
+        print(f"{name} masked-LM perplexity: {results['perplexity']:.2f}")
+        return
     line = (f"{name} perplexity: forward {results['forward_perplexity']:.2f}, backward "
             f"{results['backward_perplexity']:.2f}, both {results['perplexity']:.2f}")
     if best is not None:

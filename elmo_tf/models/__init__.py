@@ -6,9 +6,10 @@ from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.models.load_backbone import load_backbone
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.models.task import Task
 
 __all__ = ["Backbone", "ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel",
-           "MaskedElmoBackbone", "MaskedElmoLanguageModel", "Task"]
+           "MaskedElmoBackbone", "MaskedElmoLanguageModel", "Task", "load_backbone"]

@@ -9,7 +9,7 @@ from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
 from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.models.backbone import Backbone, with_backbone_object
-from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.load_backbone import load_backbone
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -96,15 +96,15 @@ class ElmoEmbedding(keras.layers.Layer):
     @classmethod
     def from_allennlp(cls, options_file, weight_file, stateful=False, max_batch_size=128,
                       **kwargs):
-        """An `ElmoEmbedding` on `ElmoBackbone.from_allennlp(options_file, weight_file, ...)`.
+        """An `ElmoEmbedding` on the backbone of `options_file` and `weight_file`
+        (`elmo_tf.models.load_backbone`: ELMo's, or Masked ELMo's).
 
-        `stateful` and `max_batch_size` go to the backbone, `dtype` to both, the other keyword
-        arguments to `ElmoEmbedding`.
+        `stateful` and `max_batch_size` go to the backbone (ELMo's only: Masked ELMo is
+        stateless), `dtype` to both, the other keyword arguments to `ElmoEmbedding`.
         """
         kwargs = removed_implementation(kwargs)
-        backbone = ElmoBackbone.from_allennlp(
-            options_file, weight_file, stateful=stateful, max_batch_size=max_batch_size,
-            dtype=kwargs.get("dtype"))
+        state = {"stateful": True, "max_batch_size": max_batch_size} if stateful else {}
+        backbone = load_backbone(options_file, weight_file, dtype=kwargs.get("dtype"), **state)
         return cls(backbone, **kwargs)
 
     @staticmethod

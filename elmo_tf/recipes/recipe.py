@@ -7,11 +7,14 @@ from elmo_tf.checks import positive_int_problems
 from elmo_tf.data.language_model_dataset import MODES
 from elmo_tf.files import read_json
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
+
+OBJECTIVES = ("bilm", "masked_lm")
 
 
 @dataclasses.dataclass(frozen=True)
 class Recipe:
-    """A biLM pre-training recipe: the model's shape and the training hyper-parameters.
+    """A pre-training recipe: the model's shape, the objective and the training hyper-parameters.
 
     The named recipes (`Recipe.names()`): `elmo_original` is the paper's run
     (`../shared/spec/literature.md` §2.7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2
@@ -19,8 +22,10 @@ class Recipe:
     Adagrad 0.2 with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128
     rows on each of 3 GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train
     the released small/medium shapes the same way. `tiny` is a model of a few hundred thousand
-    parameters for tests and the demo. Each trains the preset of its name
-    (`elmo_tf.models.elmo.elmo_presets`).
+    parameters for tests and the demo. `masked_elmo_small`, `masked_elmo_original` and
+    `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the masked-LM objective, in
+    sentence batches, with the same optimizer as their ELMo counterparts. Each trains the preset
+    of its name (`elmo_tf.models.elmo.elmo_presets`, `...masked_elmo.masked_elmo_presets`).
 
     Args:
         name: a label for logs.
@@ -36,6 +41,11 @@ class Recipe:
             in stream mode, sentences / batch_size in sentence mode, as bilm-tf counts).
         min_count, max_vocabulary_size: for the vocabulary built from the corpus.
         shuffle_buffer: sentences in the shuffle buffer.
+        objective: `"bilm"` (ELMo's two next-token losses) or `"masked_lm"` (Masked ELMo:
+            BERT's masked-LM loss; sentence mode and a fully bidirectional model).
+        masks_per_sentence: masked LM: disjoint maskings of each sentence per batch (mask
+            accumulation, `elmo_tf.data.masked_language_model_dataset`).
+        mask_rate: masked LM: the fraction of tokens each masking predicts.
 
     Example:
     >>> recipe = Recipe.from_name("tiny")
@@ -58,6 +68,9 @@ class Recipe:
     min_count: int = 1
     max_vocabulary_size: int | None = None
     shuffle_buffer: int = 10_000
+    objective: str = "bilm"
+    masks_per_sentence: int = 1
+    mask_rate: float = 0.15
 
     def __post_init__(self):
         problems = []
@@ -65,9 +78,29 @@ class Recipe:
             problems.append(f"model must be an ElmoConfig; got {type(self.model).__name__}")
         if self.mode not in MODES:
             problems.append(f"mode must be one of {list(MODES)}; got {self.mode!r}")
+        if self.objective not in OBJECTIVES:
+            problems.append(f"objective must be one of {list(OBJECTIVES)}; got "
+                            f"{self.objective!r}")
+        elif isinstance(self.model, ElmoConfig):
+            masked = self.objective == "masked_lm"
+            if masked != self.model.fully_bidirectional:
+                problems.append(
+                    "the masked_lm objective trains a fully bidirectional model (a Masked ELMo "
+                    "preset) and the bilm objective an ELMo one; got objective "
+                    f"{self.objective!r} with fully_bidirectional={self.model.fully_bidirectional}")
+            if masked and self.mode != "sentence":
+                problems.append("the masked_lm objective reads sentence batches (mode "
+                                f"'sentence'); got {self.mode!r}")
+        if not (isinstance(self.mask_rate, (int, float)) and 0 < self.mask_rate <= 1):
+            problems.append(f"mask_rate must be in (0, 1]; got {self.mask_rate!r}")
         problems += positive_int_problems(**{
             name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
-                                                   "epochs", "min_count", "shuffle_buffer")})
+                                                   "epochs", "min_count", "shuffle_buffer",
+                                                   "masks_per_sentence")})
+        if isinstance(self.masks_per_sentence, int) and isinstance(self.batch_size, int) \
+                and self.masks_per_sentence > 0 and self.batch_size % self.masks_per_sentence:
+            problems.append(f"batch_size ({self.batch_size}) must be a multiple of "
+                            f"masks_per_sentence ({self.masks_per_sentence})")
         if self.max_vocabulary_size is not None and (
                 not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
             problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "
@@ -120,7 +153,7 @@ class Recipe:
         spec = dict(spec)
         base = spec.pop("base", None)
         if isinstance(spec.get("model"), str):
-            spec["model"] = ElmoConfig.from_preset(spec["model"])
+            spec["model"] = preset_config(spec["model"])
         elif isinstance(spec.get("model"), dict):
             spec["model"] = ElmoConfig.from_options(spec["model"], source=f"{source}: model")
         if base is not None:
@@ -150,6 +183,18 @@ class Recipe:
                 "sample_softmax": vocabulary_size > self.num_negatives}
 
 
+def preset_config(name):
+    """The `ElmoConfig` of an ELMo or a Masked ELMo preset."""
+    if name in MASKED_ELMO_PRESETS:
+        return ElmoConfig(**MASKED_ELMO_PRESETS[name])
+    return ElmoConfig.from_preset(name)
+
+
+def _masked(name, base, **kwargs):
+    return dataclasses.replace(_RECIPES[base], name=name, model=preset_config(name),
+                               mode="sentence", objective="masked_lm", **kwargs)
+
+
 _RECIPES = {
     "elmo_original": Recipe("elmo_original", ElmoConfig.from_preset("elmo_original"),
                             batch_size=384),
@@ -157,3 +202,8 @@ _RECIPES = {
     "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("elmo_small"), batch_size=384),
     "tiny": Recipe("tiny", ElmoConfig.from_preset("tiny"), batch_size=32, epochs=3),
 }
+_RECIPES.update({
+    "masked_elmo_original": _masked("masked_elmo_original", "elmo_original"),
+    "masked_elmo_small": _masked("masked_elmo_small", "elmo_small"),
+    "tiny_masked": _masked("tiny_masked", "tiny"),
+})

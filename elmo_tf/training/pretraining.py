@@ -1,4 +1,9 @@
-"""`train` and `evaluate`: pre-training an ELMo biLM with `model.fit`, resumably.
+"""`train` and `evaluate`: pre-training ELMo's biLM or Masked ELMo with `model.fit`, resumably.
+
+The recipe's objective picks the model and its batches: `"bilm"` an `ElmoLanguageModel` on
+`language_model_dataset`, `"masked_lm"` a `MaskedElmoLanguageModel` on
+`masked_language_model_dataset` (sentence batches; held-out sentences always masked with seed
+0, so runs compare on the same masking).
 
 A run lives in its directory (`RunDirectory`). Keras's "epochs" in `fit` are checkpoint
 intervals here: a killed run restarted with the same command loads the newest complete
@@ -24,9 +29,12 @@ import tensorflow as tf
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
 from elmo_tf.data.language_model_dataset import language_model_dataset
+from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
 from elmo_tf.data.vocabulary import Vocabulary
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.optimizers import SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
@@ -35,13 +43,14 @@ from elmo_tf.training.run_directory import RunDirectory, recipe_settings
 
 MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 MAX_CHECKPOINT_INTERVAL = 1000
+HELD_OUT_MASKING_SEED = 0  # masked LM: every run evaluates the same masking of a corpus
 logger = logging.getLogger("elmo_tf")
 
 
 def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None, steps=None,
           seed=0, mixed_precision=None, validation=None, checkpoint_every=None,
           tokenizer="whitespace", tfds_data_dir=None, verbose="auto"):
-    """Pre-trains the recipe's biLM on `corpus` into `output`, resuming a killed run there.
+    """Pre-trains the recipe's model on `corpus` into `output`, resuming a killed run there.
 
     `seed` seeds the process (`keras.utils.set_random_seed`: the initialisation, dropout,
     sampling) and the batch order.
@@ -81,9 +90,10 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         raise ValueError("give epochs or steps, not both.")
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
-    if recipe.batch_size % replicas:
+    if recipe.batch_size % (replicas * recipe.masks_per_sentence):
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
-                         f"the {replicas} replicas.")
+                         f"the {replicas} replicas times masks_per_sentence "
+                         f"({recipe.masks_per_sentence}).")
     run = RunDirectory(output)
     # Checked before any work; a resumed run keeps its own vocab.txt and ignores the file.
     given_vocabulary = (Vocabulary.load(vocabulary)
@@ -153,7 +163,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                                  if k.startswith("val_")}
         if not results["validation"]:
             results["validation"] = evaluate_language_model(lm, validation, vocab, recipe, read)
-    if best is not None:
+    if best is not None and recipe.objective == "bilm":
         results["best_perplexity"] = best
     run.write_outputs(lm, recipe, len(vocab), pairs)
     results["output"] = output
@@ -161,16 +171,23 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
 
 
 def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
-    """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode), built and compiled
-    with the recipe's optimizer (`SparseAdagrad`, bilm-tf's Adagrad; global-norm clip)."""
+    """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode) or
+    `MaskedElmoLanguageModel`, built and compiled with the recipe's optimizer
+    (`SparseAdagrad`, bilm-tf's Adagrad; global-norm clip)."""
     config = recipe.model
-    backbone = ElmoBackbone(config, stateful=recipe.mode == "stream",
-                            max_batch_size=recipe.batch_size // replicas,
-                            dropout=recipe.dropout, dtype=dtype)
-    lm = ElmoLanguageModel(backbone, vocabulary_size, num_negatives=recipe.num_negatives)
     ids = tf.zeros([1, 1, config.max_characters_per_token], tf.int32)
-    lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
-       else {"char_ids": ids})
+    if recipe.objective == "masked_lm":
+        backbone = MaskedElmoBackbone(config, dropout=recipe.dropout, dtype=dtype)
+        lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
+                                     num_negatives=recipe.num_negatives)
+        lm({"char_ids": ids})
+    else:
+        backbone = ElmoBackbone(config, stateful=recipe.mode == "stream",
+                                max_batch_size=recipe.batch_size // replicas,
+                                dropout=recipe.dropout, dtype=dtype)
+        lm = ElmoLanguageModel(backbone, vocabulary_size, num_negatives=recipe.num_negatives)
+        lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
+           else {"char_ids": ids})
     lm.reset_states()
     lm.compile(optimizer=SparseAdagrad(
         recipe.learning_rate, initial_accumulator_value=recipe.initial_accumulator_value,
@@ -180,6 +197,12 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
 
 def evaluation_dataset(corpus, vocabulary, recipe, read, pad_to_buckets=False):
     """One ordered pass over `corpus` in the recipe's batches (`pad_to_buckets`: for XLA)."""
+    if recipe.objective == "masked_lm":
+        return masked_language_model_dataset(
+            read_corpus(corpus, **read), vocabulary, batch_size=recipe.batch_size,
+            masks_per_sentence=recipe.masks_per_sentence, rate=recipe.mask_rate,
+            seed=HELD_OUT_MASKING_SEED, repeat=False, pad_to_buckets=pad_to_buckets,
+            max_characters_per_token=recipe.model.max_characters_per_token)
     return language_model_dataset(
         read_corpus(corpus, **read), vocabulary, mode=recipe.mode, batch_size=recipe.batch_size,
         window=recipe.window, repeat=False, pad_to_buckets=pad_to_buckets,
@@ -205,7 +228,8 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
 
     Returns a dict: `forward_perplexity`, `backward_perplexity`, `perplexity` (both
     directions' tokens together), `average_perplexity` (the mean of the two, the paper's
-    figure), `loss`, and `best_perplexity` when the corpus is the built-in one.
+    figure), `loss`, and `best_perplexity` when the corpus is the built-in one. For a Masked
+    ELMo run: `perplexity` (masked LM, on the held-out masking of seed 0) and `loss`.
     """
     run = RunDirectory(model_dir)
     record = run.record()
@@ -217,15 +241,18 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     vocab = Vocabulary.load(run.vocab_file)
     best = None
     if corpus == BUILTIN_CORPUS:  # the held-out part of the run's own built-in corpus
-        corpus, best = os.path.join(run.path, "corpus", "heldout", "*"), record["best_perplexity"]
+        corpus = os.path.join(run.path, "corpus", "heldout", "*")
+        if recipe.objective == "bilm":  # a next-token bound: not one for a masked LM
+            best = record["best_perplexity"]
     lm = build_language_model(recipe, len(vocab))
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         lm.load_weights(run.language_model_file)
     read = {"tokenizer": tokenizer or settings["tokenizer"], "tfds_data_dir": tfds_data_dir}
     results = evaluate_language_model(lm, corpus, vocab, recipe, read)
-    results["average_perplexity"] = 0.5 * (results["forward_perplexity"]
-                                           + results["backward_perplexity"])
+    if recipe.objective == "bilm":
+        results["average_perplexity"] = 0.5 * (results["forward_perplexity"]
+                                               + results["backward_perplexity"])
     if best is not None:
         results["best_perplexity"] = best
     return results
@@ -245,7 +272,7 @@ def _steps_per_epoch(recipe, size, pairs):
     sentence mode."""
     if recipe.mode == "stream":
         return math.ceil(pairs / (recipe.batch_size * recipe.window))
-    return math.ceil(size["sentences"] / recipe.batch_size)
+    return math.ceil(size["sentences"] * recipe.masks_per_sentence / recipe.batch_size)
 
 
 def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
@@ -260,6 +287,14 @@ def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
             sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
         local = replicas // context.num_input_pipelines  # this worker's replicas
         per_replica = context.get_per_replica_batch_size(recipe.batch_size)
+        if recipe.objective == "masked_lm":
+            # Sentence batches carry no state: each replica takes whole batches in turn.
+            dataset = masked_language_model_dataset(
+                sentences, vocab, batch_size=per_replica,
+                masks_per_sentence=recipe.masks_per_sentence, rate=recipe.mask_rate,
+                shuffle_buffer=recipe.shuffle_buffer, seed=seed, pad_to_buckets=pad_to_buckets,
+                max_characters_per_token=recipe.model.max_characters_per_token)
+            return dataset.skip(done * local)
         dataset = language_model_dataset(
             sentences, vocab, mode=recipe.mode, batch_size=per_replica * local,
             window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,

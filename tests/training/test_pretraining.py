@@ -87,6 +87,11 @@ def test_a_run_stopped_by_a_nan_loss_writes_no_checkpoint(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt-000000000.weights.h5"]
 
 
+def _run_cli(capsys, *argv):
+    assert cli.main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
 def _cli_error(capsys, *argv):
     with pytest.raises(SystemExit) as exit_info:
         cli.main(list(argv))
@@ -125,3 +130,40 @@ def test_vocab_command_writes_the_frequency_sorted_file(tmp_path, capsys, corpus
                 counts[token] = counts.get(token, 0) + 1
     expected = sorted((t for t, c in counts.items() if c >= 2), key=lambda t: (-counts[t], t))
     assert tokens == ["<S>", "</S>", "<UNK>"] + expected
+
+
+def test_a_masked_elmo_recipe_trains_evaluates_and_dumps(tmp_path, corpus, capsys):
+    # (`export` of a Masked ELMo backbone: tests/models/masked_elmo.)
+    import h5py
+
+    from elmo_tf.models import MaskedElmoBackbone, load_backbone
+
+    recipe = Recipe.from_dict({"base": "tiny_masked", "batch_size": 16, "masks_per_sentence": 2,
+                               "model": {**MODEL_OPTIONS, "lstm": {
+                                   **{k: v for k, v in MODEL_OPTIONS["lstm"].items()
+                                      if k not in ("cell_clip", "proj_clip")},
+                                   "fully_bidirectional": True}}})
+    output = str(tmp_path / "run")
+    results = training.train(recipe, corpus["train"], output, steps=12,
+                             validation=corpus["heldout"], verbose=0)
+    assert results["steps"] == 12 and "best_perplexity" not in results
+    assert set(results["validation"]) == {"loss", "perplexity"}
+    # The held-out masking is the same in every evaluation (seed 0): evaluate repeats it.
+    evaluated = training.evaluate(output, corpus["heldout"])
+    np.testing.assert_allclose(evaluated["perplexity"], results["validation"]["perplexity"],
+                               rtol=1e-4)
+    options = json.load(open(f"{output}/options.json"))
+    assert options["lstm"]["fully_bidirectional"] is True and "cell_clip" not in options["lstm"]
+    backbone = load_backbone(f"{output}/options.json", f"{output}/weights.hdf5")
+    assert isinstance(backbone, MaskedElmoBackbone)
+    lm = training.build_language_model(recipe, len(Vocabulary.load(f"{output}/vocab.txt")))
+    lm.load_weights(f"{output}/language_model.weights.h5")
+    ids = np.random.default_rng(0).integers(1, 262, size=(2, 5, 50)).astype("int32")
+    np.testing.assert_array_equal(backbone.embed(ids)["layers"], lm.backbone.embed(ids)["layers"])
+    (tmp_path / "s.txt").write_text("the dog barks .\nthe cat\n")
+    assert cli.main(["dump", "--model", output, str(tmp_path / "s.txt"),
+                     str(tmp_path / "v.hdf5")]) == 0
+    with h5py.File(tmp_path / "v.hdf5", "r") as f:
+        assert f["0"].shape == (3, 4, 2 * MODEL.projection_dim)
+    assert "masked-LM perplexity" in _run_cli(capsys, "evaluate", "--model", output,
+                                              "--corpus", corpus["heldout"])

@@ -51,6 +51,10 @@ class ElmoBackbone(Backbone):
         kwargs = removed_implementation(kwargs)
         if isinstance(config, dict):
             config = ElmoConfig(**config)
+        if config.fully_bidirectional:
+            raise ValueError("this ElmoConfig describes Masked ELMo's fully bidirectional layers: "
+                             "build a MaskedElmoBackbone (elmo_tf.models.load_backbone reads "
+                             "either from files).")
         # === Layers ===
         add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries")
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")

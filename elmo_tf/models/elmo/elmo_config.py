@@ -15,7 +15,7 @@ TRAINING_KEYS = (
     "share_embedding_softmax", "unroll_steps",
 )
 _LSTM_KEYS = {"dim": True, "projection_dim": True, "n_layers": True, "cell_clip": False,
-              "proj_clip": False, "use_skip_connections": False}
+              "proj_clip": False, "use_skip_connections": False, "fully_bidirectional": False}
 _CHAR_CNN_KEYS = {"embedding": True, "filters": True, "activation": True,
                   "max_characters_per_token": True, "n_characters": True, "n_highway": False}
 
@@ -40,6 +40,10 @@ class ElmoConfig:
         max_characters_per_token: char ids per token (50).
         n_characters: 262 (inference files) or 261 (training files); the model always has the
             261 learned char rows plus a zero padding row.
+        fully_bidirectional: Masked ELMo's layers (layer k + 1 of both directions reads both
+            directions of layer k; `MaskedElmoBackbone`) rather than ELMo's two independent
+            stacks. elmo-tf's own options.json key `lstm.fully_bidirectional`, written only
+            when true (released files never have it); such layers have no clips.
         training: bilm-tf training keys of the options.json (`TRAINING_KEYS`), kept verbatim.
 
     Example:
@@ -60,6 +64,7 @@ class ElmoConfig:
     activation: str = "relu"
     max_characters_per_token: int = 50
     n_characters: int = 262
+    fully_bidirectional: bool = False
     training: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -101,6 +106,10 @@ class ElmoConfig:
         if self.n_characters not in (261, 262):
             problems.append(f"n_characters must be 261 (training) or 262 (inference); got "
                             f"{self.n_characters!r}")
+        if self.fully_bidirectional and (self.cell_clip is not None
+                                         or self.proj_clip is not None):
+            problems.append("fully bidirectional (Masked ELMo) layers have no clips: cell_clip "
+                            "and proj_clip must be None")
         unknown = sorted(set(self.training) - set(TRAINING_KEYS))
         if unknown:
             problems.append(f"unknown training keys {unknown}; accepted: {list(TRAINING_KEYS)}")
@@ -157,6 +166,7 @@ class ElmoConfig:
                 n_highway=cnn.get("n_highway") or 0, activation=cnn["activation"],
                 max_characters_per_token=cnn["max_characters_per_token"],
                 n_characters=cnn["n_characters"],
+                fully_bidirectional=bool(lstm.get("fully_bidirectional") or False),
                 training={k: options[k] for k in TRAINING_KEYS if k in options})
         except (TypeError, ValueError) as error:
             raise ValueError(f"{source}: {error}") from None
@@ -182,6 +192,8 @@ class ElmoConfig:
         for name in ("cell_clip", "proj_clip"):
             if options["lstm"][name] is None:
                 del options["lstm"][name]
+        if self.fully_bidirectional:
+            options["lstm"]["fully_bidirectional"] = True
         options.update(self.training)
         return options
 

@@ -38,7 +38,9 @@ def entries(backbone):
     for d, stack in enumerate(backbone.bilm.stacks):
         for k, lstm in enumerate(stack):
             prefix = f"RNN_{d}/RNN/MultiRNNCell/Cell{k}/LSTMCell"
-            yield f"{prefix}/W_0", (p + p, 4 * c), [lstm.input_kernel, lstm.recurrent_kernel]
+            # Input rows: P, or 2P from Masked ELMo's second layer on ([forward; backward]).
+            rows = lstm.input_kernel.shape[0] + p
+            yield f"{prefix}/W_0", (rows, 4 * c), [lstm.input_kernel, lstm.recurrent_kernel]
             yield f"{prefix}/B", (4 * c,), [lstm.bias]
             yield f"{prefix}/W_P_0", (c, p), [lstm.projection_kernel]
 

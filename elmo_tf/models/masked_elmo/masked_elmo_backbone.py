@@ -1,13 +1,17 @@
 """`MaskedElmoBackbone`: Masked ELMo's fully bidirectional LSTM encoder as a Keras functional
 model that keeps the `Backbone` contract."""
 
+import dataclasses
+
 import keras
 
 from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.bilstm_stack import BiLSTMStack
+from elmo_tf.layers.initializers import skip_initialization
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.elmo import elmo_weights
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
 
@@ -25,10 +29,17 @@ class MaskedElmoBackbone(Backbone):
     "token_embeddings". So `ElmoEmbedding`, the SavedModel export and `dump` take it as they
     take `ElmoBackbone`. Stateless: every call starts from zero state.
 
+    Weights files: `save_allennlp`/`from_allennlp` write and read AllenNLP's hdf5 layout with
+    its names (`char_embed`, `CNN/...`, `CNN_high_k/...`, `CNN_proj/...`, and
+    `RNN_d/RNN/MultiRNNCell/Cellk/LSTMCell/{W_0,B,W_P_0}` for direction d, layer k), the only
+    difference being `W_0`'s rows: `2P + P` from the second layer on (its input is
+    `[forward; backward]`). options.json says `"lstm": {"fully_bidirectional": true}`, which
+    `elmo_tf.models.load_backbone` reads to build the right backbone.
+
     Args:
         config: an `ElmoConfig` (or its dict) without clips (`cell_clip`, `proj_clip` None:
             Masked ELMo's cells have none), e.g. `ElmoConfig(**MASKED_ELMO_PRESETS[name])`
-            or `MaskedElmoBackbone.from_preset(name)`.
+            or `MaskedElmoBackbone.from_preset(name)`; its `fully_bidirectional` is set.
         dropout: dropout on every LSTM layer's input in training.
         dtype: Keras dtype policy.
 
@@ -46,12 +57,13 @@ class MaskedElmoBackbone(Backbone):
             raise ValueError(
                 f"Masked ELMo's cells have no clips: cell_clip and proj_clip must be None; got "
                 f"{config.cell_clip} and {config.proj_clip} (see MASKED_ELMO_PRESETS).")
+        config = dataclasses.replace(config, fully_bidirectional=True)
         # === Layers ===
         add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries")
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
         stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
                             config.use_skip_connections, dropout=dropout, dtype=dtype,
-                            name="bilstm")
+                            name="bilm")
         remove_boundaries = RemoveSentenceBoundaries(
             time_axis=2, dtype="float32", name="remove_sentence_boundaries")
 
@@ -74,7 +86,7 @@ class MaskedElmoBackbone(Backbone):
         # === Config ===
         self.config = config
         self.token_encoder = token_encoder
-        self.bilstm = stack
+        self.bilm = stack
         self.num_layers = config.n_layers + 1
         self.output_dim = config.output_dim
         self.token_dim = config.projection_dim
@@ -82,7 +94,7 @@ class MaskedElmoBackbone(Backbone):
 
     @property
     def dropout(self):
-        return self.bilstm.dropout
+        return self.bilm.dropout
 
     @classmethod
     def presets(cls):
@@ -108,9 +120,29 @@ class MaskedElmoBackbone(Backbone):
                              "with the same ElmoConfig apart from the clips.")
         self.token_encoder.set_weights(source)
 
+    @classmethod
+    def from_allennlp(cls, options_file, weight_file, **kwargs):
+        """Builds the backbone `options_file` describes and loads `weight_file` (see the class
+        docstring for the layout)."""
+        config = ElmoConfig.from_options_json(options_file)
+        if not config.fully_bidirectional:
+            raise ValueError(f"{options_file} describes an ELMo biLM, not Masked ELMo (no "
+                             "lstm.fully_bidirectional): use ElmoBackbone.from_allennlp, or "
+                             "elmo_tf.models.load_backbone for either.")
+        with skip_initialization():  # every weight is assigned from the file
+            backbone = cls(config, **kwargs)
+        elmo_weights.load(backbone, weight_file)
+        return backbone
+
+    def save_allennlp(self, weight_file, options_file=None):
+        """Writes the weights (and options.json), atomically."""
+        elmo_weights.save(self, weight_file)
+        if options_file is not None:
+            self.config.to_options_json(options_file)
+
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.bilstm.dtype_policy),
+                "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "dropout": self.dropout}
 
     @classmethod

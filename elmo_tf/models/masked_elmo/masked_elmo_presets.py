@@ -1,5 +1,5 @@
 """Masked ELMo's presets: ELMo's architectures (`elmo_tf.models.elmo.elmo_presets`) with
-clip-free cells, so that the token encoder and the parameter counts compare with ELMo's and
+clip-free cells and fully bidirectional layers, so that the token encoder and the parameter counts compare with ELMo's and
 released ELMo weights can initialise the token encoder. Each entry holds `ElmoConfig`'s
 arguments."""
 
@@ -7,7 +7,8 @@ from elmo_tf.models.elmo.elmo_presets import ELMO_PRESETS
 
 
 def _clip_free(name):
-    return {**ELMO_PRESETS[name], "cell_clip": None, "proj_clip": None}
+    return {**ELMO_PRESETS[name], "cell_clip": None, "proj_clip": None,
+            "fully_bidirectional": True}
 
 
 MASKED_ELMO_PRESETS = {
