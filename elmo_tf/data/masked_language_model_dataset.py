@@ -4,7 +4,8 @@ import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
-from elmo_tf.ops.masking import mask_tokens
+from elmo_tf.ops.chunking import shape_bucket_tensor
+from elmo_tf.ops.masking import mask_tokens, replacement_table
 from elmo_tf.ops.random import stateless_uniform
 
 
@@ -20,11 +21,13 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
     (`elmo_tf.ops.masking.mask_tokens`).
 
     Mask accumulation (`masks_per_sentence = K`): each sentence appears K times in a row of
-    the same batch, each copy with its own, disjoint set of selected tokens (token i of a
-    sentence is selected in copy `(i + offset) mod K`, then thinned to `rate` of the tokens
-    in expectation per copy when `K * rate < 1`; with `K * rate >= 1` every token is predicted
-    by exactly one copy). So K copies predict K times as many distinct tokens of a sentence
-    as one masking, at K times the recurrent compute. See `docs/masked_elmo.md`.
+    the same batch, each copy with its own, disjoint set of selected tokens: token i belongs
+    to copy `(i + offset) mod K` (a strided split, `offset` drawn per sentence), and a copy
+    keeps each of its tokens with probability `min(1, K * rate)`. So each copy selects `rate`
+    of the sentence's tokens in expectation while `K * rate <= 1` (K times as many distinct
+    tokens as one masking, at K times the recurrent compute); beyond that every token is
+    predicted by exactly one copy, and each copy selects 1/K of them. See
+    `docs/masked_elmo.md`.
 
     For training (`repeat=True`) the stream is endless, reshuffled on every pass and masked
     anew, deterministically from `seed`. For evaluation (`repeat=False`) the sentences are read
@@ -36,7 +39,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
         vocabulary: an `elmo_tf.data.Vocabulary` (targets; unknown words become `<UNK>`).
         batch_size: rows per batch (a multiple of `masks_per_sentence`).
         masks_per_sentence: K, copies of a sentence with disjoint masks (1: BERT's).
-        rate: fraction of tokens selected per copy.
+        rate: fraction of tokens selected per copy (see above), in (0, 1].
         shuffle_buffer: sentences in the shuffle buffer.
         seed: shuffle and masking seed.
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
@@ -59,7 +62,9 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
     if batch_size % k:
         raise ValueError(f"batch_size ({batch_size}) must be a multiple of masks_per_sentence "
                          f"({k}): the copies of a sentence share a batch.")
-    table = tokens_to_char_ids([list(vocabulary.tokens)], max_characters_per_token)[0]
+    if not 0.0 < rate <= 1.0:
+        raise ValueError(f"rate must be in (0, 1]; got {rate!r}.")
+    table = replacement_table(vocabulary.tokens, max_characters_per_token)
     # Per copy, the fraction of its own tokens (1/K of the sentence) that is kept selected.
     keep = min(1.0, rate * k)
 
@@ -91,7 +96,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
     if pad_to_buckets:
         def pad(inputs, targets):
             time = tf.shape(targets["targets"])[1]
-            extra = bucket(time) - time
+            extra = shape_bucket_tensor(time) - time
             return ({"char_ids": tf.pad(inputs["char_ids"], [[0, 0], [0, extra], [0, 0]])},
                     {"targets": tf.pad(targets["targets"], [[0, 0], [0, extra]],
                                        constant_values=-1)})
@@ -99,10 +104,3 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
         data = data.map(pad)
     return data.prefetch(tf.data.AUTOTUNE)
 
-
-def bucket(size):
-    """`elmo_tf.ops.chunking.shape_bucket` of an int32 scalar tensor."""
-    bits = tf.cast(tf.math.floor(tf.math.log(tf.cast(tf.maximum(size, 1), tf.float64))
-                                 / tf.math.log(tf.constant(2.0, tf.float64))), tf.int32) + 1
-    step = tf.bitwise.left_shift(1, tf.maximum(bits - 3, 0))
-    return tf.where(size <= 8, size, -(-size // step) * step)

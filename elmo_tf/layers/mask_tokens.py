@@ -3,8 +3,7 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import tokens_to_char_ids
-from elmo_tf.ops.masking import mask_tokens
+from elmo_tf.ops.masking import mask_tokens, replacement_table
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -19,9 +18,9 @@ class MaskTokens(keras.layers.Layer):
     to a call for a fixed masking (evaluation). Works eagerly, in a graph and in `tf.data`.
 
     Args:
-        vocabulary: the vocabulary's tokens in id order (a `Vocabulary`'s `tokens`): the random
-            replacements' char ids are computed from them once. Not saved in the config, which
-            keeps only its size: pass it again to `from_config`.
+        vocabulary: the vocabulary's tokens (a `Vocabulary`'s `tokens`): random replacements
+            are its words (not `<S>`, `</S>`, `<UNK>`). Kept in the config, so that a saved
+            model holding the layer reloads.
         rate, mask_rate, random_rate: BERT's 0.15, 0.8 and 0.1.
         seed: the seed generator's seed (None: random).
         max_characters_per_token: char ids per token.
@@ -50,15 +49,12 @@ class MaskTokens(keras.layers.Layer):
         if mask_rate + random_rate > 1.0:
             raise ValueError(f"mask_rate + random_rate must be at most 1; got {mask_rate} + "
                              f"{random_rate}.")
-        tokens = list(vocabulary)
-        if len(tokens) < 4:
-            raise ValueError(f"vocabulary must hold <S>, </S>, <UNK> and at least one word; "
-                             f"got {len(tokens)} tokens.")
+        self.vocabulary = [str(t) for t in vocabulary]
         self.rate, self.mask_rate, self.random_rate = float(rate), float(mask_rate), float(random_rate)
         self.seed = seed
         self.max_characters_per_token = int(max_characters_per_token)
-        self.vocabulary_size = len(tokens)
-        self.replacement_char_ids = tokens_to_char_ids([tokens], self.max_characters_per_token)[0]
+        self.replacement_char_ids = replacement_table(self.vocabulary,
+                                                      self.max_characters_per_token)
         self.seed_generator = keras.random.SeedGenerator(seed)
         self.built = True
 
@@ -76,14 +72,5 @@ class MaskTokens(keras.layers.Layer):
         config = super().get_config()
         config.update(rate=self.rate, mask_rate=self.mask_rate, random_rate=self.random_rate,
                       seed=self.seed, max_characters_per_token=self.max_characters_per_token,
-                      vocabulary_size=self.vocabulary_size)
+                      vocabulary=self.vocabulary)
         return config
-
-    @classmethod
-    def from_config(cls, config, vocabulary=None):
-        config = dict(config)
-        size = config.pop("vocabulary_size")
-        if vocabulary is None or len(list(vocabulary)) != size:
-            raise ValueError(f"MaskTokens.from_config needs the vocabulary of {size} tokens it "
-                             "was made with: MaskTokens.from_config(config, vocabulary).")
-        return cls(vocabulary, **config)

@@ -103,8 +103,8 @@ class ElmoEmbedding(keras.layers.Layer):
         stateless), `dtype` to both, the other keyword arguments to `ElmoEmbedding`.
         """
         kwargs = removed_implementation(kwargs)
-        state = {"stateful": True, "max_batch_size": max_batch_size} if stateful else {}
-        backbone = load_backbone(options_file, weight_file, dtype=kwargs.get("dtype"), **state)
+        backbone = load_backbone(options_file, weight_file, stateful=stateful,
+                                 max_batch_size=max_batch_size, dtype=kwargs.get("dtype"))
         return cls(backbone, **kwargs)
 
     @staticmethod

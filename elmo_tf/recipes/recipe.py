@@ -45,7 +45,8 @@ class Recipe:
             BERT's masked-LM loss; sentence mode and a fully bidirectional model).
         masks_per_sentence: masked LM: disjoint maskings of each sentence per batch (mask
             accumulation, `elmo_tf.data.masked_language_model_dataset`).
-        mask_rate: masked LM: the fraction of tokens each masking predicts.
+        selection_rate: masked LM: the fraction of tokens each masking selects for prediction
+            (BERT's 15 %; of those, 80 % become the mask token, 10 % a random word).
 
     Example:
     >>> recipe = Recipe.from_name("tiny")
@@ -70,7 +71,7 @@ class Recipe:
     shuffle_buffer: int = 10_000
     objective: str = "bilm"
     masks_per_sentence: int = 1
-    mask_rate: float = 0.15
+    selection_rate: float = 0.15
 
     def __post_init__(self):
         problems = []
@@ -91,8 +92,11 @@ class Recipe:
             if masked and self.mode != "sentence":
                 problems.append("the masked_lm objective reads sentence batches (mode "
                                 f"'sentence'); got {self.mode!r}")
-        if not (isinstance(self.mask_rate, (int, float)) and 0 < self.mask_rate <= 1):
-            problems.append(f"mask_rate must be in (0, 1]; got {self.mask_rate!r}")
+            if not masked and (self.masks_per_sentence, self.selection_rate) != (1, 0.15):
+                problems.append("masks_per_sentence and selection_rate are the masked_lm "
+                                "objective's; leave them out of a bilm recipe")
+        if not (isinstance(self.selection_rate, (int, float)) and 0 < self.selection_rate <= 1):
+            problems.append(f"selection_rate must be in (0, 1]; got {self.selection_rate!r}")
         problems += positive_int_problems(**{
             name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
                                                    "epochs", "min_count", "shuffle_buffer",

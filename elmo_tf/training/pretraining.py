@@ -2,8 +2,8 @@
 
 The recipe's objective picks the model and its batches: `"bilm"` an `ElmoLanguageModel` on
 `language_model_dataset`, `"masked_lm"` a `MaskedElmoLanguageModel` on
-`masked_language_model_dataset` (sentence batches; held-out sentences always masked with seed
-0, so runs compare on the same masking).
+`masked_language_model_dataset` (sentence batches; held-out sentences always masked the same
+way, BERT's 15 % with seed 0 and one masking per sentence, so runs compare).
 
 A run lives in its directory (`RunDirectory`). Keras's "epochs" in `fit` are checkpoint
 intervals here: a killed run restarted with the same command loads the newest complete
@@ -198,9 +198,10 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
 def evaluation_dataset(corpus, vocabulary, recipe, read, pad_to_buckets=False):
     """One ordered pass over `corpus` in the recipe's batches (`pad_to_buckets`: for XLA)."""
     if recipe.objective == "masked_lm":
+        # One masking (BERT's 15 %, K = 1, seed 0) whatever the recipe trains with: every run
+        # is scored on the same masked tokens.
         return masked_language_model_dataset(
             read_corpus(corpus, **read), vocabulary, batch_size=recipe.batch_size,
-            masks_per_sentence=recipe.masks_per_sentence, rate=recipe.mask_rate,
             seed=HELD_OUT_MASKING_SEED, repeat=False, pad_to_buckets=pad_to_buckets,
             max_characters_per_token=recipe.model.max_characters_per_token)
     return language_model_dataset(
@@ -291,7 +292,7 @@ def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
             # Sentence batches carry no state: each replica takes whole batches in turn.
             dataset = masked_language_model_dataset(
                 sentences, vocab, batch_size=per_replica,
-                masks_per_sentence=recipe.masks_per_sentence, rate=recipe.mask_rate,
+                masks_per_sentence=recipe.masks_per_sentence, rate=recipe.selection_rate,
                 shuffle_buffer=recipe.shuffle_buffer, seed=seed, pad_to_buckets=pad_to_buckets,
                 max_characters_per_token=recipe.model.max_characters_per_token)
             return dataset.skip(done * local)

@@ -101,7 +101,7 @@ def recipe_settings(recipe):
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
     if recipe.objective == "bilm":  # as runs recorded it before Masked ELMo: they resume
-        for name in ("objective", "masks_per_sentence", "mask_rate"):
+        for name in ("objective", "masks_per_sentence", "selection_rate"):
             del values[name]
     return json.loads(json.dumps(values))
 

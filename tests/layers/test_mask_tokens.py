@@ -1,15 +1,17 @@
 """BERT's masking (`mask_tokens`, `MaskTokens`): rates, what is never selected, seeds, the mask
 token's char ids."""
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from elmo_tf.data.char_ids import MASK_CHAR, special_token_char_ids, tokens_to_char_ids
 from elmo_tf.layers.mask_tokens import MaskTokens
-from elmo_tf.ops.masking import mask_tokens
+from elmo_tf.ops.masking import mask_tokens, replacement_table
 
-VOCAB = ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(97)]
+# The specials anywhere (a user's vocabulary file): random replacements are words only.
+VOCAB = [f"w{i}" for i in range(50)] + ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(50, 97)]
 MASK_IDS = special_token_char_ids(MASK_CHAR)
 
 
@@ -19,16 +21,17 @@ def _batch(rows=400, length=40, seed=0):
     lengths = rng.integers(1, length - 1, rows)
     tokens, ids = [], []
     for n in lengths:
-        words = rng.integers(3, len(VOCAB), n)
+        words = rng.integers(0, 97, n)
         pad = length - 2 - n
-        tokens.append(["<S>"] + [VOCAB[w] for w in words] + ["</S>"] + [""] * pad)
-        ids.append([0] + words.tolist() + [1] + [-1] * pad)
+        tokens.append(["<S>"] + [f"w{w}" for w in words] + ["</S>"] + [""] * pad)
+        ids.append([50] + words.tolist() + [51] + [-1] * pad)
     return tokens_to_char_ids(tokens), tf.constant(ids), np.array(tokens)
 
 
 def test_rates_specials_and_padding():
     char_ids, word_ids, tokens = _batch()
-    table = tokens_to_char_ids([VOCAB])[0]
+    table = replacement_table(VOCAB, 50)
+    assert table.shape == (97, 50)
     masked, targets = mask_tokens(char_ids, word_ids, [3, 4], table)
     masked, targets, char_ids = masked.numpy(), targets.numpy(), char_ids.numpy()
     selected = targets >= 0
@@ -44,16 +47,18 @@ def test_rates_specials_and_padding():
     fractions = [is_mask[selected].mean(), unchanged[selected].mean()]
     for got, want in zip(fractions, [0.8, 0.1]):
         assert abs(got - want) < 4 * np.sqrt(want * (1 - want) / k), fractions
-    # The rest are vocabulary words drawn uniformly (a repeat of the original is "unchanged").
+    # The rest are vocabulary words drawn uniformly (a repeat of the original is "unchanged"),
+    # never <S>, </S> or <UNK>.
     replaced = selected & ~is_mask & ~unchanged
-    words = {tuple(row) for row in table.numpy()[3:].tolist()}
-    assert all(tuple(row) in words for row in masked[replaced].tolist())
+    words = {tuple(row) for row in tokens_to_char_ids([[f"w{i}" for i in range(97)]])[0].numpy()
+             .tolist()}
+    assert replaced.sum() > 0 and all(tuple(row) in words for row in masked[replaced].tolist())
     assert abs(replaced.sum() / k - 0.1 * 96 / 97) < 4 * np.sqrt(0.1 * 0.9 / k)
 
 
 def test_the_same_seed_gives_the_same_masking_and_another_seed_another():
     char_ids, word_ids, _ = _batch(rows=20)
-    table = tokens_to_char_ids([VOCAB])[0]
+    table = replacement_table(VOCAB, 50)
     a = mask_tokens(char_ids, word_ids, [1, 2], table)
     b = tf.function(lambda: mask_tokens(char_ids, word_ids, [1, 2], table), jit_compile=True)()
     c = mask_tokens(char_ids, word_ids, [1, 3], table)
@@ -83,12 +88,17 @@ def test_no_text_token_has_the_mask_tokens_char_ids():
     assert MASK_IDS[:3] == [259, 256, 260]
 
 
-def test_config_round_trip_and_bad_rates():
+def test_config_round_trip_and_bad_rates(tmp_path):
     layer = MaskTokens(VOCAB, rate=0.2, seed=3)
-    restored = MaskTokens.from_config(layer.get_config(), VOCAB)
+    restored = MaskTokens.from_config(layer.get_config())
     assert restored.get_config() == layer.get_config()
-    with pytest.raises(ValueError, match="needs the vocabulary of 100 tokens"):
-        MaskTokens.from_config(layer.get_config())
+    # A saved model holding the layer reloads (the vocabulary is in its config).
+    char_ids, word_ids, _ = _batch(rows=3)
+    inputs = keras.Input((None, 50), dtype="int32"), keras.Input((None,), dtype="int32")
+    model = keras.Model(inputs, layer(*inputs))
+    model.save(tmp_path / "m.keras")
+    reloaded = keras.models.load_model(tmp_path / "m.keras")
+    assert reloaded.layers[-1].get_config() == layer.get_config()
     with pytest.raises(ValueError, match="mask_rate \\+ random_rate must be at most 1"):
         MaskTokens(VOCAB, mask_rate=0.9, random_rate=0.2)
     with pytest.raises(ValueError, match="rate must be in \\[0, 1\\]; got 1.5"):

@@ -18,7 +18,8 @@ def test_elmo_original_is_the_papers_run():
             recipe.epochs, recipe.batch_size) == (0.2, 1.0, 10.0, 10, 384)
     assert Recipe.from_name("elmo_small").model == ElmoConfig.from_preset("small")
     assert Recipe.from_name("elmo_medium").model == ElmoConfig.from_preset("medium")
-    assert set(Recipe.names()) == {"elmo_original", "elmo_medium", "elmo_small", "tiny"}
+    assert set(Recipe.names()) == {"elmo_original", "elmo_medium", "elmo_small", "tiny",
+                                   "masked_elmo_original", "masked_elmo_small", "tiny_masked"}
 
 
 def test_file_with_a_base_and_overrides(tmp_path):

@@ -106,7 +106,10 @@ class ElmoConfig:
         if self.n_characters not in (261, 262):
             problems.append(f"n_characters must be 261 (training) or 262 (inference); got "
                             f"{self.n_characters!r}")
-        if self.fully_bidirectional and (self.cell_clip is not None
+        if not isinstance(self.fully_bidirectional, bool):
+            problems.append(f"fully_bidirectional must be true or false; got "
+                            f"{self.fully_bidirectional!r}")
+        elif self.fully_bidirectional and (self.cell_clip is not None
                                          or self.proj_clip is not None):
             problems.append("fully bidirectional (Masked ELMo) layers have no clips: cell_clip "
                             "and proj_clip must be None")
@@ -166,7 +169,7 @@ class ElmoConfig:
                 n_highway=cnn.get("n_highway") or 0, activation=cnn["activation"],
                 max_characters_per_token=cnn["max_characters_per_token"],
                 n_characters=cnn["n_characters"],
-                fully_bidirectional=bool(lstm.get("fully_bidirectional") or False),
+                fully_bidirectional=lstm.get("fully_bidirectional", False),
                 training={k: options[k] for k in TRAINING_KEYS if k in options})
         except (TypeError, ValueError) as error:
             raise ValueError(f"{source}: {error}") from None
@@ -205,6 +208,8 @@ class ElmoConfig:
         """A JSON-able dict for `get_config` (the inverse of `ElmoConfig(**d)`)."""
         d = dataclasses.asdict(self)
         d["filters"] = [list(f) for f in self.filters]
+        if not self.fully_bidirectional:  # as elmo-tf 0.1 wrote it: its .keras files read it
+            del d["fully_bidirectional"]
         return d
 
 

@@ -124,6 +124,10 @@ class MaskedElmoBackbone(Backbone):
     def from_allennlp(cls, options_file, weight_file, **kwargs):
         """Builds the backbone `options_file` describes and loads `weight_file` (see the class
         docstring for the layout)."""
+        if kwargs.pop("stateful", False):
+            raise ValueError("Masked ELMo is stateless (its layers read both directions of the "
+                             "whole sentence): leave out stateful=True.")
+        kwargs.pop("max_batch_size", None)
         config = ElmoConfig.from_options_json(options_file)
         if not config.fully_bidirectional:
             raise ValueError(f"{options_file} describes an ELMo biLM, not Masked ELMo (no "

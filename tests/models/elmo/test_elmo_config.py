@@ -34,11 +34,15 @@ def test_presets_are_the_released_shapes(name, dim, proj, highway):
 
 
 def test_every_recipe_trains_the_preset_of_its_name():
+    from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
     from elmo_tf.recipes.recipe import Recipe
 
-    assert set(Recipe.names()) == set(ElmoConfig.presets())
-    for name in Recipe.names():
+    assert set(Recipe.names()) == set(ElmoConfig.presets()) | set(MASKED_ELMO_PRESETS)
+    for name in ElmoConfig.presets():
         assert Recipe.from_name(name).model == ElmoConfig.from_preset(name)
+    for name, preset in MASKED_ELMO_PRESETS.items():
+        assert Recipe.from_name(name).model == ElmoConfig(**preset)
+        assert Recipe.from_name(name).objective == "masked_lm"
 
 
 def test_options_json_round_trip_keeps_training_keys(tmp_path, bilm_tf_dir):

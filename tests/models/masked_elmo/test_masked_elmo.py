@@ -46,7 +46,7 @@ def test_mask_accumulation_gives_each_copy_its_own_tokens(corpus, rate, covers_a
     k = 3
     (inputs, targets), = _dataset(sentences[:4], vocabulary, batch_size=12,
                                   masks_per_sentence=k, rate=rate, repeat=False).take(1)
-    targets = targets["targets"].numpy()
+    targets, masked = targets["targets"].numpy(), inputs["char_ids"].numpy()
     for s in range(4):
         copies = targets[s * k:(s + 1) * k]  # the copies of a sentence are consecutive rows
         n = len(sentences[s])
@@ -55,14 +55,23 @@ def test_mask_accumulation_gives_each_copy_its_own_tokens(corpus, rate, covers_a
         if covers_all:
             assert selected.sum(0).min() == 1
         ids = vocabulary.lookup(tf.constant(sentences[s])).numpy()
-        for row in copies:
+        original = tokens_to_char_ids([sentences[s]]).numpy()[0]
+        for row, chars in zip(copies, masked[s * k:(s + 1) * k]):
             np.testing.assert_array_equal(row[:n][row[:n] >= 0], ids[row[:n] >= 0])
+            # What the model reads: unselected tokens as they are, selected ones mostly masked.
+            np.testing.assert_array_equal(chars[:n][row[:n] < 0], original[row[:n] < 0])
+            assert not chars[n:].any()
+            is_mask = (chars[:n] == special_token_char_ids(MASK_CHAR)).all(-1)
+            assert not is_mask[row[:n] < 0].any()
     # Over many sentences each copy predicts `rate` of the tokens.
-    (_, many), = _dataset(sentences, vocabulary, batch_size=600, masks_per_sentence=k,
-                          rate=0.15, repeat=False).take(1)
+    (many_inputs, many), = _dataset(sentences, vocabulary, batch_size=600,
+                                    masks_per_sentence=k, rate=0.15, repeat=False).take(1)
     n_tokens = sum(len(s) for s in sentences[:200])
     fraction = (many["targets"].numpy() >= 0).sum() / (k * n_tokens)
     assert abs(fraction - 0.15) < 0.02
+    selected = many["targets"].numpy() >= 0
+    is_mask = (many_inputs["char_ids"].numpy() == special_token_char_ids(MASK_CHAR)).all(-1)
+    assert abs(is_mask[selected].mean() - 0.8) < 0.05  # BERT's 80 % of the selected
 
 
 def test_held_out_masking_is_fixed_by_the_seed(corpus):
@@ -75,7 +84,8 @@ def test_held_out_masking_is_fixed_by_the_seed(corpus):
 
 
 def test_a_masked_token_does_not_leak_into_its_prediction():
-    # Two sentences that differ only at position 2: masked there, they predict the same.
+    # Two sentences that differ only at position 2: masked there, they predict the same (the
+    # model reads nothing but the masked char ids: no other path to the original token).
     backbone = _tiny_backbone()
     model = MaskedElmoLanguageModel(backbone, vocabulary_size=50, num_negatives=8)
     table = tokens_to_char_ids([[f"w{i}" for i in range(50)]])[0]
@@ -157,3 +167,30 @@ def test_released_elmo_token_encoder_weights_initialise_it():
     np.testing.assert_array_equal(masked(ids)["token_embeddings"], elmo(ids)["token_embeddings"])
     with pytest.raises(ValueError, match="Masked ELMo's cells have no clips"):
         MaskedElmoBackbone(ElmoConfig.from_preset("tiny"))
+
+
+def test_clear_errors_for_mixed_up_families(tmp_path):
+    from elmo_tf.models import load_backbone
+    from elmo_tf.recipes.recipe import Recipe
+
+    with pytest.raises(ValueError, match="masks_per_sentence and selection_rate are the "
+                                         "masked_lm objective's"):
+        Recipe.from_dict({"base": "tiny", "masks_per_sentence": 2})
+    with pytest.raises(ValueError, match="reads sentence batches"):
+        Recipe.from_dict({"base": "tiny_masked", "mode": "stream"})
+    with pytest.raises(ValueError, match="trains a fully bidirectional model"):
+        Recipe.from_dict({"base": "tiny_masked", "model": "tiny"})
+    masked = _tiny_backbone()
+    with pytest.raises(ValueError, match="fully_bidirectional must be true or false"):
+        ElmoConfig(**{**masked.config.to_dict(), "fully_bidirectional": "false"})
+    with pytest.raises(ValueError, match="describes Masked ELMo's fully bidirectional layers"):
+        ElmoBackbone(masked.config)
+    # ELMo configs are written as 0.1 wrote them (its .keras files read them).
+    assert "fully_bidirectional" not in ElmoConfig.from_preset("tiny").to_dict()
+    masked.save_allennlp(tmp_path / "w.hdf5", tmp_path / "o.json")
+    with pytest.raises(ValueError, match="Masked ELMo is stateless"):
+        load_backbone(tmp_path / "o.json", tmp_path / "w.hdf5", stateful=True)
+    with pytest.raises(ValueError, match="describes an ELMo biLM, not Masked ELMo"):
+        ElmoBackbone(ElmoConfig.from_preset("tiny")).save_allennlp(
+            tmp_path / "e.hdf5", tmp_path / "e.json") or MaskedElmoBackbone.from_allennlp(
+            tmp_path / "e.json", tmp_path / "e.hdf5")

@@ -1,0 +1,177 @@
+"""Masked ELMo benchmark: training speed against ELMo at equal parameters, and the mask
+accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
+
+    python bench/masked_elmo.py [--quick] [--output FILE]
+
+* speed: `fit` steps of ELMo (`ElmoLanguageModel`, sentence batches) and Masked ELMo
+  (`MaskedElmoLanguageModel`) on the same synthetic sentence batches (32 x 20 tokens), with a
+  20,000-word vocabulary and 8192 sampled negatives, each recipe's optimizer (SparseAdagrad).
+  The models share the token encoder (the `elmo_small` char CNN cut to 256 filters, 1 highway,
+  P = 64); ELMo has LSTMs of C = 512 (clips 3), and Masked ELMo the C that gives the nearest
+  parameter count (its second layer reads 2P). Tokens/s count every real token of a batch
+  once. The two models alternate, step by step, so that machine noise hits both; medians of
+  the repeats and their ratio.
+* ablation of mask accumulation: `tiny_masked` trained on the built-in generated corpus for the
+  same number of steps and rows (equal recurrent compute) with masks_per_sentence K = 1, 2, 4,
+  two seeds each; the held-out masked-LM perplexity on one fixed masking (seed 0) of 500
+  held-out sentences.
+
+Writes `bench/results/masked_elmo-cpu.json` (machine, versions, command, every figure).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from bench.inference import machine, versions  # noqa: E402
+from elmo_tf.data import masked_language_model_dataset, read_corpus  # noqa: E402
+from elmo_tf.data.generated_corpus import write_generated_corpus  # noqa: E402
+from elmo_tf.data.vocabulary import Vocabulary  # noqa: E402
+from elmo_tf.files import write_json_atomically  # noqa: E402
+from elmo_tf.models import (  # noqa: E402
+    ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoLanguageModel)
+from elmo_tf.optimizers import SparseAdagrad  # noqa: E402
+from elmo_tf.recipes.recipe import Recipe  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENCODER = {"char_embedding_dim": 16, "filters": ((1, 32), (2, 32), (3, 64), (4, 128)),
+           "n_highway": 1, "projection_dim": 64, "n_layers": 2, "use_skip_connections": True}
+VOCABULARY, NEGATIVES, BATCH, TIME = 20_000, 8192, 32, 20
+
+
+def optimizer():
+    return SparseAdagrad(0.2, initial_accumulator_value=1.0, global_clipnorm=10.0)
+
+
+def elmo_model():
+    config = ElmoConfig(lstm_dim=512, cell_clip=3.0, proj_clip=3.0, **ENCODER)
+    model = ElmoLanguageModel(ElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES)
+    model.compile(optimizer=optimizer())
+    return model
+
+
+def masked_model(lstm_dim):
+    config = ElmoConfig(lstm_dim=lstm_dim, fully_bidirectional=True, **ENCODER)
+    model = MaskedElmoLanguageModel(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY,
+                                    NEGATIVES)
+    model.compile(optimizer=optimizer())
+    return model
+
+
+def backbone_parameters(model):
+    return int(sum(np.prod(v.shape) for v in model.backbone.trainable_variables))
+
+
+def batches(rng):
+    """ELMo's and Masked ELMo's batches of the same sentences (random ids and words)."""
+    lengths = rng.integers(TIME // 2, TIME + 1, BATCH)
+    chars = rng.integers(1, 256, (BATCH, TIME + 2, 50)).astype("int32")
+    words = rng.integers(3, VOCABULARY, (BATCH, TIME + 2)).astype("int32")
+    valid = np.arange(TIME + 2)[None, :] < (lengths + 2)[:, None]
+    chars[~valid] = 0
+    forward = np.where(np.roll(valid, -1, 1) & valid, np.roll(words, -1, 1), -1)
+    backward = np.where(np.roll(valid, 1, 1) & valid, np.roll(words, 1, 1), -1)
+    forward[:, -1], backward[:, 0] = -1, -1
+    elmo = ({"char_ids": chars}, {"forward_targets": forward, "backward_targets": backward})
+    inner = chars[:, 1:-1]  # Masked ELMo reads sentences without boundaries
+    targets = np.where((rng.random((BATCH, TIME)) < 0.15) & valid[:, 2:], words[:, 1:-1], -1)
+    return elmo, ({"char_ids": inner}, {"targets": targets.astype("int32")}), int(lengths.sum())
+
+
+def speed(repeats, steps):
+    keras.utils.set_random_seed(0)
+    elmo = elmo_model()
+    target = backbone_parameters(elmo)
+    # Masked ELMo's C with the nearest backbone parameter count.
+    sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
+    lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
+    masked = masked_model(lstm_dim)
+    elmo_batch, masked_batch, tokens = batches(np.random.default_rng(0))
+    for model, batch in ((elmo, elmo_batch), (masked, masked_batch)):
+        for _ in range(3):
+            model.train_on_batch(*batch)
+    times = {"elmo": [], "masked_elmo": []}
+    for _ in range(repeats):
+        for name, model, batch in (("elmo", elmo, elmo_batch),
+                                   ("masked_elmo", masked, masked_batch)):
+            started = time.perf_counter()
+            for _ in range(steps):
+                model.train_on_batch(*batch)
+            times[name].append((time.perf_counter() - started) / steps)
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    return {"batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
+            "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
+            "elmo": {"lstm_dim": 512, "backbone_parameters": target},
+            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": sizes[lstm_dim]},
+            "step_seconds": times, "step_seconds_median": median,
+            "tokens_per_second": {k: tokens / v for k, v in median.items()},
+            "masked_over_elmo": median["elmo"] / median["masked_elmo"]}
+
+
+def ablation(steps, seeds, ks):
+    directory = tempfile.mkdtemp()
+    corpus = write_generated_corpus(directory, n_sentences=20_000, n_heldout=500, n_shards=2)
+    from elmo_tf.data import build_vocabulary
+    vocabulary = build_vocabulary(read_corpus(corpus["train"]), progress=False)
+    recipe = Recipe.from_name("tiny_masked")
+    results = {"recipe": "tiny_masked", "steps": steps, "batch_size": 32, "runs": []}
+    heldout = masked_language_model_dataset(read_corpus(corpus["heldout"]), vocabulary,
+                                            batch_size=32, repeat=False, seed=0)
+    for k in ks:
+        for seed in seeds:
+            keras.utils.set_random_seed(seed)
+            model = MaskedElmoLanguageModel(
+                MaskedElmoBackbone.from_preset("tiny_masked", dropout=recipe.dropout),
+                len(vocabulary), num_negatives=recipe.num_negatives)
+            model.compile(optimizer=optimizer())
+            data = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
+                                                 batch_size=32, masks_per_sentence=k,
+                                                 seed=seed)
+            started = time.perf_counter()
+            model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+            seconds = time.perf_counter() - started
+            perplexity = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
+            results["runs"].append({"masks_per_sentence": k, "seed": seed,
+                                    "heldout_masked_lm_perplexity": float(perplexity),
+                                    "train_seconds": seconds})
+            print(f"K={k} seed={seed}: perplexity {perplexity:.2f} ({seconds:.0f} s)",
+                  flush=True)
+    results["median_by_k"] = {
+        str(k): float(np.median([r["heldout_masked_lm_perplexity"] for r in results["runs"]
+                                 if r["masks_per_sentence"] == k])) for k in ks}
+    return results
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="few steps: checks the script")
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
+                                                         "masked_elmo-cpu.json"))
+    args = parser.parse_args()
+    report = {"benchmark": "masked_elmo", "quick": args.quick,
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "command": " ".join(["python"] + sys.argv), "machine": machine(),
+              "versions": versions()}
+    report["speed"] = speed(repeats=2 if args.quick else 5, steps=2 if args.quick else 5)
+    print(json.dumps(report["speed"]["tokens_per_second"]),
+          f"masked/elmo {report['speed']['masked_over_elmo']:.2f}", flush=True)
+    write_json_atomically(args.output, report)
+    report["mask_accumulation"] = ablation(steps=20 if args.quick else 400,
+                                           seeds=[0] if args.quick else [0, 1], ks=[1, 2, 4])
+    write_json_atomically(args.output, report)
+    print(json.dumps(report["mask_accumulation"]["median_by_k"]))
+
+
+if __name__ == "__main__":
+    main()
