@@ -144,10 +144,15 @@ def test_a_masked_elmo_recipe_trains_evaluates_and_dumps(tmp_path, corpus, capsy
                                       if k not in ("cell_clip", "proj_clip")},
                                    "fully_bidirectional": True}}})
     output = str(tmp_path / "run")
-    results = training.train(recipe, corpus["train"], output, steps=12,
+    results = training.train(recipe, corpus["train"], output, steps=20,
                              validation=corpus["heldout"], verbose=0)
-    assert results["steps"] == 12 and "best_perplexity" not in results
+    assert results["steps"] == 20 and "best_perplexity" not in results
     assert set(results["validation"]) == {"loss", "perplexity"}
+    vocabulary = Vocabulary.load(f"{output}/vocab.txt")
+    before = training.evaluate_language_model(
+        training.build_language_model(recipe, len(vocabulary)), corpus["heldout"], vocabulary,
+        recipe, {"tokenizer": "whitespace"})
+    assert results["validation"]["perplexity"] < 0.8 * before["perplexity"], before
     # The held-out masking is the same in every evaluation (seed 0): evaluate repeats it.
     evaluated = training.evaluate(output, corpus["heldout"])
     np.testing.assert_allclose(evaluated["perplexity"], results["validation"]["perplexity"],
@@ -156,7 +161,7 @@ def test_a_masked_elmo_recipe_trains_evaluates_and_dumps(tmp_path, corpus, capsy
     assert options["lstm"]["fully_bidirectional"] is True and "cell_clip" not in options["lstm"]
     backbone = load_backbone(f"{output}/options.json", f"{output}/weights.hdf5")
     assert isinstance(backbone, MaskedElmoBackbone)
-    lm = training.build_language_model(recipe, len(Vocabulary.load(f"{output}/vocab.txt")))
+    lm = training.build_language_model(recipe, len(vocabulary))
     lm.load_weights(f"{output}/language_model.weights.h5")
     ids = np.random.default_rng(0).integers(1, 262, size=(2, 5, 50)).astype("int32")
     np.testing.assert_array_equal(backbone.embed(ids)["layers"], lm.backbone.embed(ids)["layers"])

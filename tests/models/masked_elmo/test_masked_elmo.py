@@ -102,20 +102,6 @@ def test_a_masked_token_does_not_leak_into_its_prediction():
     assert (np.abs(plain[0] - plain[1]).max(-1) > 0).all()
 
 
-def test_fit_lowers_the_masked_lm_loss(corpus):
-    sentences, vocabulary = corpus
-    model = MaskedElmoLanguageModel(_tiny_backbone(dropout=0.1), len(vocabulary),
-                                    num_negatives=8)
-    assert model.softmax.samples
-    model.compile(optimizer=keras.optimizers.Adam(3e-3))
-    heldout = _dataset(sentences[:64], vocabulary, batch_size=32, repeat=False, seed=9)
-    before = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
-    model.fit(_dataset(sentences, vocabulary, batch_size=32, masks_per_sentence=2),
-              steps_per_epoch=60, epochs=1, verbose=0)
-    after = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
-    assert after < 0.75 * before, (before, after)  # 0.61 measured (329 -> 201)
-
-
 def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
     # The sampled softmax (ELMo's tests compile the full one too: the same WordSoftmax).
     sentences, vocabulary = corpus
@@ -126,7 +112,7 @@ def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
     (x, y), = data.take(1)
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=8)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
-    losses = [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(8)]
+    losses = [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(5)]
     assert losses[-1] < losses[0], losses
 
 
