@@ -14,5 +14,5 @@ from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 
-__all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone", "tokens_to_char_ids",
-           "__version__"]
+__all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone",
+           "tokens_to_char_ids", "__version__"]

@@ -1,5 +1,5 @@
-"""Input pipelines: ELMo char ids, corpora, vocabularies, language-model and masked-LM batches, and a
-built-in generated corpus."""
+"""Input pipelines: ELMo char ids, corpora, vocabularies, language-model and masked-LM batches,
+and a built-in generated corpus."""
 
 from elmo_tf.data.char_ids import tokens_to_char_ids
 from elmo_tf.data.corpus import CorpusStats, read_corpus, read_corpus_batches
@@ -9,5 +9,6 @@ from elmo_tf.data.masked_language_model_dataset import masked_language_model_dat
 from elmo_tf.data.vocabulary import Vocabulary, build_vocabulary
 
 __all__ = ["CorpusStats", "GeneratedLanguage", "Vocabulary", "build_vocabulary",
-           "language_model_dataset", "masked_language_model_dataset", "read_corpus", "read_corpus_batches", "tokens_to_char_ids",
+           "language_model_dataset", "masked_language_model_dataset", "read_corpus",
+           "read_corpus_batches", "tokens_to_char_ids",
            "write_generated_corpus"]

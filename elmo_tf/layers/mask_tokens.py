@@ -50,7 +50,8 @@ class MaskTokens(keras.layers.Layer):
             raise ValueError(f"mask_rate + random_rate must be at most 1; got {mask_rate} + "
                              f"{random_rate}.")
         self.vocabulary = [str(t) for t in vocabulary]
-        self.rate, self.mask_rate, self.random_rate = float(rate), float(mask_rate), float(random_rate)
+        self.rate, self.mask_rate = float(rate), float(mask_rate)
+        self.random_rate = float(random_rate)
         self.seed = seed
         self.max_characters_per_token = int(max_characters_per_token)
         self.replacement_char_ids = replacement_table(self.vocabulary,

@@ -1,5 +1,5 @@
-"""Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`, `masked_elmo/`),
-and the downstream embedding layers that work on any backbone."""
+"""Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`,
+`masked_elmo/`), and the downstream embedding layers that work on any backbone."""
 
 from elmo_tf.models.backbone import Backbone
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
