@@ -6,6 +6,8 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.data.char_ids import check_char_ids
+from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
+from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.ops.chunking import compute_device_type, shape_bucket
 from elmo_tf.ops.padding import check_right_padded
 
@@ -81,6 +83,13 @@ class Backbone(keras.Model):
     def reset_states(self):
         """Clears the carried state (a no-op for a stateless backbone)."""
 
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):  # the layers' policy (see `get_config`s)
+            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
+        return cls(**config)
+
     def __call__(self, char_ids, *args, **kwargs):
         char_ids = check_char_ids(char_ids, self.max_characters_per_token)
         if not isinstance(char_ids, keras.KerasTensor):
@@ -134,6 +143,34 @@ class Backbone(keras.Model):
                 slice(time + 2 if boundaries else time)]
             kept[name] = outputs[name][tuple(index)]
         return kept
+
+
+def sentence_graph(max_characters_per_token, token_encoder, stack):
+    """The contract's functional graph, for a backbone of a token encoder and a layer stack:
+    `{"inputs": char_ids, "outputs": {...}}`, the arguments of `keras.Model.__init__`.
+
+    Sentences get `<S>`/`</S>` (`AddSentenceBoundaries`), the token encoder's parts run as
+    nodes of the graph (weights keep the layout of the .keras files elmo-tf 0.1 saved,
+    "layers/char_cnn", ...), `stack(token_embeddings, mask=...)` returns the layers on the
+    boundary grid, and `RemoveSentenceBoundaries` drops the boundaries again.
+    """
+    char_ids = keras.Input(shape=(None, max_characters_per_token), dtype="int32",
+                           name="char_ids")
+    ids_with_boundaries, mask_with_boundaries = AddSentenceBoundaries(
+        name="add_sentence_boundaries")(char_ids)
+    token_embeddings = ids_with_boundaries
+    for layer in token_encoder.parts:
+        token_embeddings = layer(token_embeddings)
+    layers_with_boundaries = keras.ops.cast(
+        stack(token_embeddings, mask=mask_with_boundaries), "float32")
+    layers, mask = RemoveSentenceBoundaries(  # float32 in, float32 out, any policy
+        time_axis=2, dtype="float32", name="remove_sentence_boundaries")(
+        layers_with_boundaries, mask_with_boundaries)
+    return {"inputs": char_ids,
+            "outputs": {"layers": layers, "mask": mask,
+                        "layers_with_boundaries": layers_with_boundaries,
+                        "mask_with_boundaries": mask_with_boundaries,
+                        "token_embeddings": keras.ops.cast(token_embeddings, "float32")}}
 
 
 def with_backbone_object(config):

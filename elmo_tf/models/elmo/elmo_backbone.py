@@ -3,14 +3,12 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.initializers import skip_initialization
 from elmo_tf.layers.projected_lstm import removed_implementation
-from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.models.elmo import elmo_weights
-from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.backbone import Backbone, sentence_graph
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.ops.padding import char_ids_mask
 
@@ -56,35 +54,16 @@ class ElmoBackbone(Backbone):
                              "build a MaskedElmoBackbone (elmo_tf.models.load_backbone reads "
                              "either from files).")
         # === Layers ===
-        add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries")
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
         bilm = BiLMStack(config.n_layers, config.lstm_dim, config.projection_dim,
                          config.cell_clip, config.proj_clip, config.use_skip_connections,
                          stateful=stateful, max_batch_size=max_batch_size, dropout=dropout,
                          dtype=dtype,
                          name="bilm")
-        remove_boundaries = RemoveSentenceBoundaries(  # float32 in, float32 out, any policy
-            time_axis=2, dtype="float32", name="remove_sentence_boundaries")
 
         # === Functional Model ===
-        char_ids = keras.Input(shape=(None, config.max_characters_per_token), dtype="int32",
-                               name="char_ids")
-        ids_with_boundaries, mask_with_boundaries = add_boundaries(char_ids)
-        # The encoder's parts are nodes of this graph, not the encoder as one: weights then keep
-        # the layout of the .keras files elmo-tf 0.1 saved ("layers/char_cnn", ...).
-        token_embeddings = ids_with_boundaries
-        for layer in token_encoder.parts:
-            token_embeddings = layer(token_embeddings)
-        layers_with_boundaries = keras.ops.cast(
-            bilm(token_embeddings, mask=mask_with_boundaries), "float32")
-        layers, mask = remove_boundaries(layers_with_boundaries, mask_with_boundaries)
-        super().__init__(
-            inputs=char_ids,
-            outputs={"layers": layers, "mask": mask,
-                     "layers_with_boundaries": layers_with_boundaries,
-                     "mask_with_boundaries": mask_with_boundaries,
-                     "token_embeddings": keras.ops.cast(token_embeddings, "float32")},
-            dtype=dtype, **kwargs)
+        super().__init__(**sentence_graph(config.max_characters_per_token, token_encoder, bilm),
+                         dtype=dtype, **kwargs)
 
         # === Config ===
         self.config = config
@@ -165,10 +144,3 @@ class ElmoBackbone(Backbone):
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size, "dropout": self.dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)

@@ -5,12 +5,10 @@ import dataclasses
 
 import keras
 
-from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.bilstm_stack import BiLSTMStack
 from elmo_tf.layers.initializers import skip_initialization
-from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.token_encoder import TokenEncoder
-from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.backbone import Backbone, sentence_graph
 from elmo_tf.models.elmo import elmo_weights
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
@@ -59,29 +57,14 @@ class MaskedElmoBackbone(Backbone):
                 f"{config.cell_clip} and {config.proj_clip} (see MASKED_ELMO_PRESETS).")
         config = dataclasses.replace(config, fully_bidirectional=True)
         # === Layers ===
-        add_boundaries = AddSentenceBoundaries(name="add_sentence_boundaries")
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
         stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
                             config.use_skip_connections, dropout=dropout, dtype=dtype,
                             name="bilm")
-        remove_boundaries = RemoveSentenceBoundaries(
-            time_axis=2, dtype="float32", name="remove_sentence_boundaries")
 
         # === Functional Model ===
-        char_ids = keras.Input(shape=(None, config.max_characters_per_token), dtype="int32",
-                               name="char_ids")
-        ids_with_boundaries, mask_with_boundaries = add_boundaries(char_ids)
-        token_embeddings = token_encoder(ids_with_boundaries)
-        layers_with_boundaries = keras.ops.cast(
-            stack(token_embeddings, mask=mask_with_boundaries), "float32")
-        layers, mask = remove_boundaries(layers_with_boundaries, mask_with_boundaries)
-        super().__init__(
-            inputs=char_ids,
-            outputs={"layers": layers, "mask": mask,
-                     "layers_with_boundaries": layers_with_boundaries,
-                     "mask_with_boundaries": mask_with_boundaries,
-                     "token_embeddings": keras.ops.cast(token_embeddings, "float32")},
-            dtype=dtype, **kwargs)
+        super().__init__(**sentence_graph(config.max_characters_per_token, token_encoder, stack),
+                         dtype=dtype, **kwargs)
 
         # === Config ===
         self.config = config
@@ -148,10 +131,3 @@ class MaskedElmoBackbone(Backbone):
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "dropout": self.dropout}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if isinstance(config.get("dtype"), dict):
-            config["dtype"] = keras.saving.deserialize_keras_object(config["dtype"])
-        return cls(**config)
