@@ -103,8 +103,10 @@ def _parser():
     train.add_argument("--cpu-replicas", type=_positive_int, default=2,
                        help="logical CPU devices for --strategy mirrored without GPUs (default 2)")
     length = train.add_mutually_exclusive_group()
-    length.add_argument("--epochs", type=_positive_int, help="passes over the corpus")
-    length.add_argument("--steps", type=_positive_int, help="optimizer steps")
+    length.add_argument("--epochs", type=_positive_int,
+                        help="passes over the corpus in all (a resumed run trains what is left)")
+    length.add_argument("--steps", type=_positive_int,
+                        help="optimizer steps in all (a resumed run trains what is left)")
     train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
                        help="steps between checkpoints (default: an epoch, at most 1000)")
     train.add_argument("--mixed-precision", choices=[k for k in MIXED_PRECISION if k],

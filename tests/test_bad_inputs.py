@@ -6,12 +6,15 @@ check (grow it as the product grows)."""
 
 import os
 import pathlib
+import re
 import resource
 import shutil
 import signal
 import subprocess
 import sys
+import time
 
+import h5py
 import numpy as np
 import pytest
 
@@ -134,6 +137,89 @@ def test_train_on_a_full_disk_stops_cleanly_at_its_checkpoint(tmp_path, capsys, 
                          "--checkpoint-every", "1", "--output", str(output))
     assert "ckpt-000000001.weights.h5 needs about" in message
     assert not [f for f in _files_under(output) if ".tmp" in f or f.startswith("checkpoints")]
+
+
+def test_train_whose_checkpoint_write_fails_exits_cleanly_and_leaves_nothing(tmp_path):
+    """The checkpoint passes the free-space check, then its write fails mid-file (a file-size
+    limit here; a disk that fills up meanwhile for users): Keras's HDF5 writer answered that
+    with tracebacks and a segfault."""
+    corpus = _sentences(tmp_path, n=60)
+    output = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, str(LAUNCHER), "train", "--recipe", "tiny", "--corpus", corpus,
+         "--steps", "1", "--output", str(output)], preexec_fn=_limit_file_size,
+        env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, timeout=600)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
+    checkpoint = output / "checkpoints" / "ckpt-000000001.weights.h5"
+    assert f"writing {checkpoint} failed" in done.stderr and "File too large" in done.stderr
+    assert not [f for f in _files_under(output) if ".tmp" in f or f.startswith("checkpoints")]
+
+
+# --- kill -9 ------------------------------------------------------------------------------
+
+def _killed_while_writing(command, directory, temporary, timeout=300):
+    """Runs `command`, kills it (SIGKILL) once a temporary whose name matches `temporary`
+    exists in `directory` (the command is then writing its result), and returns what the
+    directory holds."""
+    process = subprocess.Popen(command, env=dict(os.environ, **CPU_ONLY_ENV),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + timeout
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            if os.path.isdir(directory) and any(re.fullmatch(temporary, name)
+                                                for name in os.listdir(directory)):
+                process.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)
+    finally:
+        if process.poll() is None and time.monotonic() >= deadline:
+            process.kill()
+        _, err = process.communicate()
+    assert process.returncode == -signal.SIGKILL, (
+        f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")
+    return sorted(os.listdir(directory))
+
+
+def _age(directory, seconds=60):
+    """Dates what `directory` holds back, as if the kill was a while ago (a temporary younger
+    than 10 seconds may be a live writer's that has not locked it yet, and is kept)."""
+    past = time.time() - seconds
+    for name in os.listdir(directory):
+        os.utime(os.path.join(directory, name), (past, past))
+
+
+def test_dump_killed_while_writing_leaves_no_result_and_the_next_dump_cleans_up(tiny_model,
+                                                                                 tmp_path):
+    _, _, options_file, _ = tiny_model
+    out = tmp_path / "out"
+    command = [sys.executable, str(LAUNCHER), "dump", _sentences(tmp_path, n=1000),
+               str(out / "vec.hdf5"), "--model", str(options_file.parent)]
+    left = _killed_while_writing(command, out, r"vec\.hdf5\..+\.tmp")
+    assert "vec.hdf5" not in left and all(name.endswith(".tmp") for name in left), left
+    _age(out)
+    again = subprocess.run(command, env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert os.listdir(out) == ["vec.hdf5"]
+    with h5py.File(out / "vec.hdf5", "r") as f:
+        assert len(f) == 1000 + 1  # the sentences and sentence_to_index
+
+
+def test_export_killed_while_writing_leaves_no_version_and_the_next_export_cleans_up(
+        tiny_model, tmp_path):
+    _, _, options_file, weight_file = tiny_model
+    base = tmp_path / "serving"
+    command = [sys.executable, str(LAUNCHER), "export", "--options", str(options_file),
+               "--weights", str(weight_file), "--output", str(base)]
+    left = _killed_while_writing(command, base, r"\.export\..+\.tmp")
+    assert left and all(re.fullmatch(r"\.export\..+\.tmp", name) for name in left), left
+    _age(base)
+    again = subprocess.run(command, env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert os.listdir(base) == ["1"]  # the killed export never became a version
+    assert "saved_model.pb" in os.listdir(base / "1")
 
 
 def test_a_binary_corpus_is_refused_after_the_counting_pass(tmp_path, capsys):

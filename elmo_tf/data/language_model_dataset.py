@@ -90,17 +90,10 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
                         replicas=replicas)
     if batch_size % replicas:
         raise ValueError(f"batch_size ({batch_size}) must be a multiple of replicas ({replicas}).")
-    with_boundaries = sentences.filter(lambda s: tf.size(s) > 0).map(
-        lambda s: tf.concat([[BOS_TOKEN], s, [EOS_TOKEN]], 0))
+    with_boundaries = with_sentence_boundaries(sentences)
 
     def ordered(dataset, seed):
-        if not repeat:
-            return dataset
-        # Made inside `flat_map`, the shuffle starts from `seed` in every iterator of the
-        # returned dataset: its order does not depend on how many iterators were opened before
-        # (Keras opens one to build the model under a strategy).
-        return tf.data.Dataset.range(1).flat_map(lambda _: dataset.shuffle(
-            shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat())
+        return passes(dataset, seed, shuffle_buffer, repeat)
 
     if mode == "sentence":
         batches = ordered(with_boundaries, seed).bucket_by_sequence_length(
@@ -133,15 +126,40 @@ def language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size
                      "backward_targets": vocabulary.lookup(tf.reverse(backward_targets, [1]))})
 
     batches = batches.map(to_model, num_parallel_calls=tf.data.AUTOTUNE)
-    if replicas > 1:
-        batches = batches.flat_map(lambda x, y: tf.data.Dataset.from_tensor_slices(
-            tf.nest.map_structure(lambda t: _split_rows(t, replicas), (x, y))))
-    return batches.prefetch(tf.data.AUTOTUNE)
+    return split_for_replicas(batches, replicas).prefetch(tf.data.AUTOTUNE)
 
 
-def _split_rows(tensor, parts):
-    shape = tf.shape(tensor)
-    return tf.reshape(tensor, tf.concat([[parts, shape[0] // parts], shape[1:]], 0))
+def with_sentence_boundaries(sentences):
+    """The non-empty sentences, each as `<S> w1 .. wn </S>`."""
+    return sentences.filter(lambda s: tf.size(s) > 0).map(
+        lambda s: tf.concat([[BOS_TOKEN], s, [EOS_TOKEN]], 0))
+
+
+def passes(dataset, seed, shuffle_buffer, repeat):
+    """Endless passes over `dataset`, each reshuffled, deterministically from `seed`
+    (`repeat`); or one pass in order."""
+    if not repeat:
+        return dataset
+    # Made inside `flat_map`, the shuffle starts from `seed` in every iterator of the returned
+    # dataset: its order does not depend on how many iterators were opened before (Keras opens
+    # one to build the model under a strategy).
+    return tf.data.Dataset.range(1).flat_map(lambda _: dataset.shuffle(
+        shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat())
+
+
+def split_for_replicas(batches, replicas):
+    """Each batch of `(inputs, targets)` as `replicas` consecutive equal parts, one element
+    each (`tf.distribute` deals a worker's elements to its replicas in turn, so in stream mode
+    a replica always gets the same rows)."""
+    if replicas == 1:
+        return batches
+
+    def split(tensor):
+        shape = tf.shape(tensor)
+        return tf.reshape(tensor, tf.concat([[replicas, shape[0] // replicas], shape[1:]], 0))
+
+    return batches.flat_map(lambda x, y: tf.data.Dataset.from_tensor_slices(
+        tf.nest.map_structure(split, (x, y))))
 
 
 def _pad_to_bucket(tokens, rows):
@@ -158,7 +176,7 @@ def _pad_to_bucket(tokens, rows):
 def _stream_windows(streams, rows, window):
     """Yields `(forward inputs, forward targets, backward inputs, backward targets)`, string
     arrays `[rows, window]`; the backward ones in reading (right-to-left) order."""
-    packers = [_StreamPacker(stream.as_numpy_iterator(), rows, window) for stream in streams]
+    packers = [StreamPacker(stream.as_numpy_iterator(), rows, window) for stream in streams]
     while True:
         try:
             yield *packers[0].next_window(), *packers[1].next_window()
@@ -166,28 +184,43 @@ def _stream_windows(streams, rows, window):
             return
 
 
-class _StreamPacker:
-    """bilm-tf's stream batching: row `r` of successive windows continues one token stream."""
+class StreamPacker:
+    """bilm-tf's stream batching: row `r` of successive windows continues one token stream.
 
-    def __init__(self, sentences, rows, window):
+    Args:
+        sentences: an iterator of token arrays, boundaries included.
+        rows: streams (rows of a window).
+        window: tokens per row.
+        next_token: windows of (input, next-token target) pairs, as bilm-tf's (`</S>` is never
+            an input; a sentence gives `n + 1` pairs); else every token is an input and there
+            are no targets (the masked LM's windows).
+    """
+
+    def __init__(self, sentences, rows, window, next_token=True):
         self.sentences = sentences
         self.window = window
+        self.shift = int(next_token)
         self.current = [np.empty(0, object)] * rows  # each row's sentence, boundaries included
         self.position = [0] * rows                   # its next input token
 
     def next_window(self):
+        """`(inputs, targets)`, object arrays `[rows, window]` (targets None without
+        `next_token`); StopIteration when the sentences end."""
         rows = len(self.current)
         inputs = np.empty((rows, self.window), object)
-        targets = np.empty((rows, self.window), object)
+        targets = np.empty((rows, self.window), object) if self.shift else None
         for r in range(rows):
             filled = 0
             while filled < self.window:
-                if self.position[r] >= len(self.current[r]) - 1:  # only </S> left: next one
+                usable = len(self.current[r]) - self.shift
+                if self.position[r] >= usable:  # (only </S> left): the next sentence
                     self.current[r], self.position[r] = next(self.sentences), 0
+                    usable = len(self.current[r]) - self.shift
                 start = self.position[r]
-                n = min(len(self.current[r]) - 1 - start, self.window - filled)
+                n = min(usable - start, self.window - filled)
                 inputs[r, filled:filled + n] = self.current[r][start:start + n]
-                targets[r, filled:filled + n] = self.current[r][start + 1:start + n + 1]
+                if self.shift:
+                    targets[r, filled:filled + n] = self.current[r][start + 1:start + n + 1]
                 self.position[r] += n
                 filled += n
         return inputs, targets

@@ -1,21 +1,40 @@
 """Batches for `MaskedElmoLanguageModel`: sentences -> masked char ids and masked-LM targets."""
 
+import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
+from elmo_tf.data.language_model_dataset import (
+    MODES,
+    StreamPacker,
+    passes,
+    split_for_replicas,
+    with_sentence_boundaries,
+)
 from elmo_tf.ops.chunking import shape_bucket_tensor
 from elmo_tf.ops.masking import mask_tokens, replacement_table
 from elmo_tf.ops.random import stateless_uniform
 
+# A different shuffle seed for the streams read right to left.
+_RIGHT_TO_LEFT_SEED_OFFSET = 1_000_003
 
-def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks_per_sentence=1,
-                                  rate=0.15, shuffle_buffer=10_000, seed=0, repeat=True,
+
+def left_to_right_rows(rows):
+    """Of a stream batch's `rows` (a replica's), those that read their stream left to right:
+    the first `ceil(rows / 2)`; the others read theirs right to left (`BiLSTMStack` carries
+    each row's state in its reading direction)."""
+    return (rows + 1) // 2
+
+
+def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size=32,
+                                  masks_per_sentence=1, rate=0.15, window=20,
+                                  shuffle_buffer=10_000, seed=0, replicas=1, repeat=True,
                                   pad_to_buckets=False,
                                   max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
-    """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`, in sentence mode.
+    """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`.
 
-    Every sentence is one row (the backbone adds `<S>`/`</S>` itself), right-padded to the
+    Sentence mode: every sentence is one row (the backbone adds `<S>`/`</S>` itself), right-padded to the
     longest of its batch. Its tokens are masked BERT's way (`MaskTokens`): `rate` of them
     selected, 80 % replaced by the mask token, 10 % by a random word, 10 % kept
     (`elmo_tf.ops.masking.mask_tokens`).
@@ -29,6 +48,16 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
     predicted by exactly one copy, and each copy selects 1/K of them. See
     `docs/masked_elmo.md`.
 
+    Stream mode (bidirectional truncated backpropagation through time): each row is a stream
+    of sentences `<S> w1 .. wn </S>` packed back to back into windows of `window` tokens, and
+    row `r` of the next batch continues it; of each replica's rows, the first
+    `left_to_right_rows(rows)` read their stream left to right, the others read theirs right
+    to left (the next window is the one before, in the text; tokens within a window are in
+    text order), from an independently shuffled sentence order. `MaskedElmoLanguageModel`
+    carries each row's state in its reading direction (`BiLSTMStack`). A window's tokens are
+    masked as in sentence mode (the boundaries are never selected); `masks_per_sentence` must
+    be 1. Inputs are `{"stream_char_ids"}`.
+
     For training (`repeat=True`) the stream is endless, reshuffled on every pass and masked
     anew, deterministically from `seed`. For evaluation (`repeat=False`) the sentences are read
     once, in order, and the masking of the n-th sentence depends only on `seed` and n, so
@@ -37,11 +66,16 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
     Args:
         sentences: `tf.data.Dataset` of 1-D `tf.string` token tensors without boundaries.
         vocabulary: an `elmo_tf.data.Vocabulary` (targets; unknown words become `<UNK>`).
-        batch_size: rows per batch (a multiple of `masks_per_sentence`).
+        mode: `"sentence"` or `"stream"` (above).
+        batch_size: rows per batch (a multiple of `masks_per_sentence`, and of `replicas`).
         masks_per_sentence: K, copies of a sentence with disjoint masks (1: BERT's).
         rate: fraction of tokens selected per copy (see above), in (0, 1].
+        window: stream mode: tokens per row.
         shuffle_buffer: sentences in the shuffle buffer.
         seed: shuffle and masking seed.
+        replicas: stream mode: split every batch into this many consecutive equal parts, one
+            element each, each laid out as above (for `tf.distribute`: a replica then always
+            gets the same rows).
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
         pad_to_buckets: pad each batch's time axis to its shape bucket
             (`elmo_tf.ops.chunking.shape_bucket`: under 25 % more, four sizes per doubling), so
@@ -51,20 +85,35 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
 
     Returns:
         `tf.data.Dataset` of `({"char_ids": int32 [rows, time, chars]},
-        {"targets": int32 [rows, time]})`, targets -1 where nothing is predicted.
+        {"targets": int32 [rows, time]})` (`"stream_char_ids"` in stream mode), targets -1
+        where nothing is predicted.
 
     Example:
     >>> ds = masked_language_model_dataset(read_corpus("train/*"), vocab, batch_size=64)
     >>> model.fit(ds, steps_per_epoch=1000)
     """
-    check_positive_ints(batch_size=batch_size, masks_per_sentence=masks_per_sentence)
+    check_positive_ints(batch_size=batch_size, masks_per_sentence=masks_per_sentence,
+                        window=window, replicas=replicas)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}; got {mode!r}.")
     k = int(masks_per_sentence)
     if batch_size % k:
         raise ValueError(f"batch_size ({batch_size}) must be a multiple of masks_per_sentence "
                          f"({k}): the copies of a sentence share a batch.")
+    if batch_size % replicas:
+        raise ValueError(f"batch_size ({batch_size}) must be a multiple of replicas ({replicas}).")
     if not 0.0 < rate <= 1.0:
         raise ValueError(f"rate must be in (0, 1]; got {rate!r}.")
     table = replacement_table(vocabulary.tokens, max_characters_per_token)
+    if mode == "stream":
+        if k != 1:
+            raise ValueError(f"stream batches take masks_per_sentence 1 (mask accumulation "
+                             f"copies sentences, sentence mode); got {k}.")
+        return _stream_batches(sentences, vocabulary, table, batch_size, window, rate,
+                               shuffle_buffer, seed, replicas, repeat, max_characters_per_token)
+    if replicas != 1:
+        raise ValueError("replicas is for stream batches; sentence batches carry no state, so "
+                         "a strategy deals whole batches to its replicas.")
     # Per copy, the fraction of its own tokens (1/K of the sentence) that is kept selected.
     keep = min(1.0, rate * k)
 
@@ -104,3 +153,40 @@ def masked_language_model_dataset(sentences, vocabulary, *, batch_size=32, masks
         data = data.map(pad)
     return data.prefetch(tf.data.AUTOTUNE)
 
+
+def _stream_batches(sentences, vocabulary, table, batch_size, window, rate, shuffle_buffer, seed,
+                    replicas, repeat, chars):
+    rows = batch_size // replicas
+    forward_rows = left_to_right_rows(rows)
+    backward_rows = rows - forward_rows
+    sentences = with_sentence_boundaries(sentences)
+    streams = [passes(sentences, seed, shuffle_buffer, repeat),
+               passes(sentences.map(lambda s: tf.reverse(s, [0])),
+                      seed + _RIGHT_TO_LEFT_SEED_OFFSET, shuffle_buffer, repeat)]
+
+    def windows():
+        forward, backward = (
+            StreamPacker(stream.as_numpy_iterator(), replicas * n, window, next_token=False)
+            for stream, n in zip(streams, (forward_rows, backward_rows)))
+        while True:
+            try:
+                left_to_right, _ = forward.next_window()
+                right_to_left, _ = backward.next_window()
+            except StopIteration:  # one pass read to its end
+                return
+            right_to_left = right_to_left[:, ::-1]  # each window back in text order
+            yield np.concatenate([
+                part for i in range(replicas)
+                for part in (left_to_right[i * forward_rows:(i + 1) * forward_rows],
+                             right_to_left[i * backward_rows:(i + 1) * backward_rows])])
+
+    def encode(index, tokens):
+        seed_pair = tf.cast(tf.stack([tf.constant(seed, tf.int64), index]), tf.int32)
+        masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars),
+                                      vocabulary.lookup(tokens), seed_pair, table, rate=rate)
+        return {"stream_char_ids": masked}, {"targets": targets}
+
+    batches = tf.data.Dataset.from_generator(
+        windows, output_signature=tf.TensorSpec([batch_size, window], tf.string))
+    batches = batches.enumerate().map(encode, num_parallel_calls=tf.data.AUTOTUNE)
+    return split_for_replicas(batches, replicas).prefetch(tf.data.AUTOTUNE)

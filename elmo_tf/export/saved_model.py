@@ -149,6 +149,12 @@ def _serving_module(embedding):
 
     @tf.function(input_signature=[tokens_spec, tf.TensorSpec([None], tf.int32)])
     def serve_tokens(tokens, sequence_len):
+        # A signature checks its inputs' dtypes, not their shapes: a request of another rank
+        # would fail deep inside the model. This fails first, with "Shape of tensor tokens [2]
+        # is not compatible with expected shape [?,?]". (A rank assertion would not run:
+        # TensorFlow folds it to true from the declared shape.)
+        tokens = tf.ensure_shape(tokens, [None, None], name="tokens")
+        sequence_len = tf.ensure_shape(sequence_len, [None], name="sequence_len")
         time = tf.shape(tokens)[1]
         checks = [
             tf.debugging.assert_equal(tf.shape(sequence_len)[0], tf.shape(tokens)[0],
@@ -165,6 +171,7 @@ def _serving_module(embedding):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="default")])
     def serve_default(default):
+        default = tf.ensure_shape(default, [None], name="default")  # as in serve_tokens
         ragged = tf.strings.split(default)
         time = tf.cast(ragged.bounding_shape()[1], tf.int32)  # 0 for an empty batch, too
         return all_outputs(tf.reshape(ragged.to_tensor(default_value=""),

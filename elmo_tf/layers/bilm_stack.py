@@ -8,12 +8,13 @@ from elmo_tf.layers.projected_lstm import (
     removed_implementation,
     run_projected_lstms,
 )
-from elmo_tf.ops.lstm import reverse_valid_steps, zero_state
+from elmo_tf.layers.lstm_stack import LSTMStack
+from elmo_tf.ops.lstm import reverse_valid_steps
 from elmo_tf.ops.padding import sequence_lengths
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class BiLMStack(keras.layers.Layer):
+class BiLMStack(LSTMStack):
     """Token embeddings `[batch, time, P]` -> biLM layers `[batch, n_layers + 1, time, 2P]`.
 
     `../shared/spec/elmo-reference.md` §4.3: a forward stack (`RNN_0`) reads each sentence left
@@ -28,12 +29,9 @@ class BiLMStack(keras.layers.Layer):
     input, as bilm-tf's wrapper order does (`ResidualWrapper` inside `DropoutWrapper`).
 
     Statefulness: by default every call starts from zero state, so a sentence always gets the same
-    vectors. With `stateful=True` the final `(h, c)` of every layer and direction is kept per batch
-    row (in `max_batch_size` rows) and is the initial state of the next call, as bilm-tf and
-    AllenNLP do: rows `0..batch-1` are read and overwritten, rows never seen start at zero, and
-    `reset_states()` zeroes everything. The backward stack's kept state is the one after it read
-    `<S>`. Under a `tf.distribute` strategy the kept state is per replica (an on-read variable):
-    each replica carries the rows of its own part of the batch. Saved weights leave it out.
+    vectors. With `stateful=True` every call starts from the final state of the previous one, row
+    by row, as bilm-tf and AllenNLP do (`LSTMStack` keeps it). The backward stack's kept state is
+    the one after it read `<S>`.
 
     Args:
         n_layers: LSTM layers per direction.
@@ -62,19 +60,10 @@ class BiLMStack(keras.layers.Layer):
     def __init__(self, n_layers, units, projection_dim, cell_clip=None, proj_clip=None,
                  use_skip_connections=True, stateful=False, max_batch_size=128, dropout=0.0,
                  **kwargs):
-        super().__init__(**removed_implementation(kwargs))
-        self.n_layers = int(n_layers)
-        self.units = int(units)
-        self.projection_dim = int(projection_dim)
+        super().__init__(n_layers, units, projection_dim, use_skip_connections, stateful,
+                         max_batch_size, dropout, **removed_implementation(kwargs))
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
-        self.use_skip_connections = bool(use_skip_connections)
-        self.stateful = bool(stateful)
-        self.max_batch_size = int(max_batch_size)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
-        self.dropout = float(dropout)
-        self.supports_masking = True
         self.stacks = [
             [ProjectedLSTM(units, projection_dim, cell_clip, proj_clip, direction=direction,
                            dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
@@ -85,15 +74,7 @@ class BiLMStack(keras.layers.Layer):
         for stack in self.stacks:
             for layer in stack:
                 layer.build(tuple(input_shape[:-1]) + (self.projection_dim,))
-        if self.stateful:
-            rows = (2, self.n_layers, self.max_batch_size)
-            # float32 under any policy, like the kernel's state (autocast would make it bf16);
-            # on-read: one copy per replica under a distribution strategy.
-            self.state_h, self.state_c = (
-                keras.Variable(keras.initializers.Zeros()(rows + (size,)), trainable=False,
-                               dtype="float32", autocast=False, synchronization="on_read",
-                               aggregation="mean", name=name)
-                for name, size in (("state_h", self.projection_dim), ("state_c", self.units)))
+        self.build_state()
 
     @property
     def forward_layers(self):
@@ -109,7 +90,7 @@ class BiLMStack(keras.layers.Layer):
         if mask is None:
             mask = tf.ones([batch, time], tf.bool)
         lengths = sequence_lengths(mask)
-        states = self._initial_states(batch)
+        states = self.initial_states(batch, carry=self.stateful)
 
         def to_batch_major(forward_tm, backward_tm):
             backward_tm = reverse_valid_steps(backward_tm, lengths)
@@ -135,59 +116,10 @@ class BiLMStack(keras.layers.Layer):
             layers.append(to_batch_major(forward_tm, backward_tm))
             final_states.append(finals)
         if self.stateful:
-            self._keep_states(batch, final_states)
+            self.keep_states(batch, final_states)
         return tf.stack(layers, axis=1)
-
-    def _initial_states(self, batch):
-        """`states[direction][layer] = (h, c)`, float32."""
-        if not self.stateful:
-            zeros = zero_state(batch, self.projection_dim, self.units)
-            return [[zeros] * self.n_layers for _ in range(2)]
-        message = (f"a stateful biLM keeps state for max_batch_size={self.max_batch_size} rows; "
-                   "the batch is larger")
-        static_batch = tf.get_static_value(batch)
-        if static_batch is not None and static_batch > self.max_batch_size:
-            raise ValueError(f"{message} ({static_batch}).")
-        tf.debugging.assert_less_equal(batch, self.max_batch_size, message=message)
-        h = tf.convert_to_tensor(self.state_h)[:, :, :batch]
-        c = tf.convert_to_tensor(self.state_c)[:, :, :batch]
-        return [[(h[d, k], c[d, k]) for k in range(self.n_layers)] for d in range(2)]
-
-    def _keep_states(self, batch, final_states):
-        """Writes the final states into rows `0..batch-1` of the kept state."""
-        for var, index in ((self.state_h, 0), (self.state_c, 1)):
-            new = tf.stack([tf.stack([final_states[k][d][index] for k in range(self.n_layers)])
-                            for d in range(2)])
-            old = tf.convert_to_tensor(var)
-            var.assign(tf.concat([new, old[:, :, batch:]], axis=2))
-
-    def reset_states(self):
-        """Zeroes the kept state (stateful stacks only)."""
-        if self.stateful:
-            self.state_h.assign(tf.zeros_like(self.state_h))
-            self.state_c.assign(tf.zeros_like(self.state_c))
-
-    # The kept state is the stack's only own variables. It is transient (bilm-tf restarts from
-    # zero state too) and per replica, so it is left out of saved weights: weights reload into
-    # any `max_batch_size` and any number of replicas, and a reloaded stack starts from zero.
-    def save_own_variables(self, store):
-        pass
-
-    def load_own_variables(self, store):
-        self.reset_states()
-
-    def compute_mask(self, token_embeddings, mask=None):
-        return None  # the output has a layer axis; callers keep the [batch, time] mask
-
-    def compute_output_shape(self, input_shape):
-        batch, time, _ = input_shape
-        return (batch, self.n_layers + 1, time, 2 * self.projection_dim)
 
     def get_config(self):
         config = super().get_config()
-        config.update(n_layers=self.n_layers, units=self.units,
-                      projection_dim=self.projection_dim, cell_clip=self.cell_clip,
-                      proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
-                      stateful=self.stateful,
-                      max_batch_size=self.max_batch_size, dropout=self.dropout)
+        config.update(cell_clip=self.cell_clip, proj_clip=self.proj_clip)
         return config

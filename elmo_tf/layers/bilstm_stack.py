@@ -3,13 +3,15 @@
 import keras
 import tensorflow as tf
 
+from elmo_tf.data.masked_language_model_dataset import left_to_right_rows
+from elmo_tf.layers.lstm_stack import LSTMStack
 from elmo_tf.layers.projected_lstm import ProjectedLSTM, run_projected_lstms
-from elmo_tf.ops.lstm import reverse_valid_steps, zero_state
+from elmo_tf.ops.lstm import reverse_valid_steps
 from elmo_tf.ops.padding import sequence_lengths
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class BiLSTMStack(keras.layers.Layer):
+class BiLSTMStack(LSTMStack):
     """Token embeddings `[batch, time, P]` -> layers `[batch, n_layers + 1, time, 2P]`.
 
     Unlike ELMo's `BiLMStack` (two independent stacks), layer k + 1 of *both* directions reads
@@ -24,19 +26,34 @@ class BiLSTMStack(keras.layers.Layer):
     (`use_skip_connections`). Output layer 0 is the token embedding duplicated, `[x; x]`, as in
     ELMo, so that the backbone contract's layers line up; zeros at padding everywhere. Dropout
     (training only) on every layer's input, the residual adding the dropped-out input, as in
-    `BiLMStack`. Every call starts from zero state.
+    `BiLMStack`.
+
+    State: a call starts from zero state, unless it reads stream windows (`carry_state=True`,
+    a stateful stack): bidirectional truncated backpropagation through time. Row `r` of a
+    stream batch continues row `r` of the previous batch; the first `left_to_right_rows(batch)`
+    rows read their stream left to right (each window is the one after the previous window in
+    the text), and they carry the forward state of every layer from window to window; the
+    other rows read their stream right to left (each window is the one before the previous
+    window) and carry the backward state. The state a row does not carry starts at zero, so
+    each direction continues exactly where it stopped, in half of the rows. Masked ELMo's
+    stream batches (`elmo_tf.data.masked_language_model_dataset(mode="stream")`) are laid out
+    this way; `docs/masked_elmo.md` says why.
 
     Args:
         n_layers: bidirectional layers.
         units: memory cell size C per direction.
         projection_dim: P, each direction's output size.
         use_skip_connections: residual connections from the second layer on.
+        stateful: keep state for stream windows (`LSTMStack`).
+        max_batch_size: rows of kept state when stateful.
         dropout: dropout rate on every layer's input in training.
 
     Call arguments:
         token_embeddings: `[batch, time, P]`.
         mask: bool `[batch, time]`, right-padded.
         training: Python bool, for dropout.
+        carry_state: Python bool: start from the kept state and keep the final one, as
+            described above (stateful stacks only).
 
     Example:
     >>> stack = BiLSTMStack(n_layers=2, units=8, projection_dim=4)
@@ -44,17 +61,10 @@ class BiLSTMStack(keras.layers.Layer):
     TensorShape([2, 3, 5, 8])
     """
 
-    def __init__(self, n_layers, units, projection_dim, use_skip_connections=True, dropout=0.0,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.n_layers = int(n_layers)
-        self.units = int(units)
-        self.projection_dim = int(projection_dim)
-        self.use_skip_connections = bool(use_skip_connections)
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
-        self.dropout = float(dropout)
-        self.supports_masking = True
+    def __init__(self, n_layers, units, projection_dim, use_skip_connections=True,
+                 stateful=False, max_batch_size=128, dropout=0.0, **kwargs):
+        super().__init__(n_layers, units, projection_dim, use_skip_connections, stateful,
+                         max_batch_size, dropout, **kwargs)
         self.stacks = [
             [ProjectedLSTM(units, projection_dim, direction=direction, dtype=self.dtype_policy,
                            name=f"{direction}_lstm_{k}") for k in range(self.n_layers)]
@@ -65,8 +75,11 @@ class BiLSTMStack(keras.layers.Layer):
             width = self.projection_dim * (1 if k == 0 else 2)
             for stack in self.stacks:
                 stack[k].build(tuple(input_shape[:-1]) + (width,))
+        self.build_state()
 
-    def call(self, token_embeddings, mask=None, training=False):
+    def call(self, token_embeddings, mask=None, training=False, carry_state=False):
+        if carry_state and not self.stateful:
+            raise ValueError("carry_state=True needs a stateful BiLSTMStack (stateful=True).")
         x = tf.convert_to_tensor(token_embeddings)
         batch, time = tf.shape(x)[0], tf.shape(x)[1]
         if mask is None:
@@ -75,31 +88,23 @@ class BiLSTMStack(keras.layers.Layer):
         mask_f = tf.cast(mask, x.dtype)[:, :, None]
         layers = [tf.concat([x, x], axis=-1) * mask_f]
         x_tm = tf.transpose(x, [1, 0, 2])  # [time, batch, in]
-        zeros = zero_state(batch, self.projection_dim, self.units)
+        states = self.initial_states(batch, carry=carry_state)
+        final_states = []
         for k in range(self.n_layers):
             inputs = x_tm
             if training and self.dropout > 0:
                 inputs = tf.nn.dropout(inputs, rate=self.dropout)
-            (forward, backward), _ = run_projected_lstms(
+            (forward, backward), finals = run_projected_lstms(
                 [self.stacks[0][k], self.stacks[1][k]],
-                [inputs, reverse_valid_steps(inputs, lengths)], lengths, [zeros, zeros])
+                [inputs, reverse_valid_steps(inputs, lengths)], lengths,
+                [states[0][k], states[1][k]])
+            final_states.append(finals)
             outputs = tf.concat([forward, reverse_valid_steps(backward, lengths)], axis=-1)
             if k > 0 and self.use_skip_connections:
                 outputs = outputs + inputs
             x_tm = outputs
             layers.append(tf.transpose(outputs, [1, 0, 2]))
+        if carry_state:
+            left_to_right = tf.range(batch) < left_to_right_rows(batch)
+            self.keep_states(batch, final_states, [left_to_right, ~left_to_right])
         return tf.stack(layers, axis=1)
-
-    def compute_mask(self, token_embeddings, mask=None):
-        return None  # the output has a layer axis; callers keep the [batch, time] mask
-
-    def compute_output_shape(self, input_shape):
-        batch, time, _ = input_shape
-        return (batch, self.n_layers + 1, time, 2 * self.projection_dim)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(n_layers=self.n_layers, units=self.units,
-                      projection_dim=self.projection_dim,
-                      use_skip_connections=self.use_skip_connections, dropout=self.dropout)
-        return config

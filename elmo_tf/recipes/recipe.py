@@ -24,13 +24,15 @@ class Recipe:
     the released small/medium shapes the same way. `tiny` is a model of a few hundred thousand
     parameters for tests and the demo. `masked_elmo_small`, `masked_elmo_original` and
     `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the masked-LM objective, in
-    sentence batches, with the same optimizer as their ELMo counterparts. Each trains the preset
+    sentence batches (stream batches carry state both ways: bidirectional truncated
+    backpropagation through time), with the same optimizer as their ELMo counterparts. Each trains the preset
     of its name (`elmo_tf.models.elmo.elmo_presets`, `...masked_elmo.masked_elmo_presets`).
 
     Args:
         name: a label for logs.
         model: the `ElmoConfig` to train.
-        mode: `"stream"` (bilm-tf's) or `"sentence"` batches (see `elmo_tf.data`).
+        mode: `"stream"` (bilm-tf's; for the masked LM, streams read both ways) or
+            `"sentence"` batches (see `elmo_tf.data`).
         batch_size: global batch: rows over all replicas.
         window: tokens per row in stream mode.
         num_negatives: sampled-softmax candidates per batch.
@@ -42,7 +44,7 @@ class Recipe:
         min_count, max_vocabulary_size: for the vocabulary built from the corpus.
         shuffle_buffer: sentences in the shuffle buffer.
         objective: `"bilm"` (ELMo's two next-token losses) or `"masked_lm"` (Masked ELMo:
-            BERT's masked-LM loss; sentence mode and a fully bidirectional model).
+            BERT's masked-LM loss, a fully bidirectional model).
         masks_per_sentence: masked LM: disjoint maskings of each sentence per batch (mask
             accumulation, `elmo_tf.data.masked_language_model_dataset`).
         selection_rate: masked LM: the fraction of tokens each masking selects for prediction
@@ -89,9 +91,9 @@ class Recipe:
                     "the masked_lm objective trains a fully bidirectional model (a Masked ELMo "
                     "preset) and the bilm objective an ELMo one; got objective "
                     f"{self.objective!r} with fully_bidirectional={self.model.fully_bidirectional}")
-            if masked and self.mode != "sentence":
-                problems.append("the masked_lm objective reads sentence batches (mode "
-                                f"'sentence'); got {self.mode!r}")
+            if masked and self.mode == "stream" and self.masks_per_sentence != 1:
+                problems.append("masks_per_sentence (mask accumulation) copies sentences: it "
+                                "takes mode 'sentence'; stream batches take 1")
             if not masked and (self.masks_per_sentence, self.selection_rate) != (1, 0.15):
                 problems.append("masks_per_sentence and selection_rate are the masked_lm "
                                 "objective's; leave them out of a bilm recipe")

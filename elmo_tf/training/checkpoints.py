@@ -4,15 +4,18 @@ removed."""
 
 import contextlib
 import glob
+import io
 import os
 import re
 
 import keras
 import tensorflow as tf
+from keras.src.saving import saving_lib
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.files import (
     check_free_space,
+    hdf5_for_writing,
     remove_stale_temporaries,
     variables_bytes,
     write_atomically,
@@ -20,7 +23,6 @@ from elmo_tf.files import (
 from elmo_tf.training.distribution import is_multi_worker
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
-_STAGED = ".weights.h5"  # the suffix of a checkpoint's staging file (`write_atomically`'s + it)
 
 
 class Checkpoint(keras.callbacks.Callback):
@@ -51,18 +53,35 @@ class Checkpoint(keras.callbacks.Callback):
 
 
 def save_weights_atomically(model, path):
-    """`model.save_weights(path)` into a temporary file renamed into place, after checking the
-    disk has room for it (Keras's HDF5 writer crashes the process on a full disk)."""
-    def write(tmp):
-        staged = tmp + _STAGED  # Keras insists on the suffix
-        try:
-            model.save_weights(staged)
-            os.replace(staged, tmp)
-        finally:
-            if os.path.exists(staged):
-                os.remove(staged)
+    """Writes the file `model.save_weights(path)` writes (the same Keras layout, read back by
+    `model.load_weights`) into a temporary file renamed into place, after checking the disk has
+    room for it.
 
+    Keras's own writer goes through HDF5's file driver, which meets a write that fails (a disk
+    that fills up meanwhile, a file-size limit) with thousands of "Exception ignored" tracebacks
+    and a segfault; written through a Python file object (`files.hdf5_for_writing`), the same
+    failure is one `OSError` naming `path`.
+    """
+    def write(tmp):
+        with hdf5_for_writing(tmp) as f:
+            saving_lib._save_state(model, weights_store=_OpenH5Store(f), assets_store=None,
+                                   inner_path="", visited_saveables=set())
+
+    if not model.built:
+        raise ValueError("save_weights_atomically needs a built model.")
     write_atomically(path, write, needed_bytes=weights_bytes(model))
+
+
+class _OpenH5Store(saving_lib.H5IOStore):
+    """Keras's HDF5 weights store (`keras.src.saving.saving_lib`, the one `save_weights` uses)
+    on an `h5py.File` opened by the caller."""
+
+    def __init__(self, h5_file):
+        self._open_file = h5_file
+        super().__init__(io.BytesIO(), mode="w")  # a path-or-io its constructor accepts
+
+    def _get_h5_file(self, path_or_io, mode=None):
+        return self._open_file
 
 
 def weights_bytes(model):

@@ -2,8 +2,9 @@
 
 The recipe's objective picks the model and its batches: `"bilm"` an `ElmoLanguageModel` on
 `language_model_dataset`, `"masked_lm"` a `MaskedElmoLanguageModel` on
-`masked_language_model_dataset` (sentence batches; held-out sentences always masked the same
-way, BERT's 15 % with seed 0 and one masking per sentence, so runs compare).
+`masked_language_model_dataset` (sentence batches, or stream batches read both ways; held-out
+sentences always masked the same way, in sentence batches, BERT's 15 % with seed 0 and one
+masking per sentence, so runs compare).
 
 A run lives in its directory (`RunDirectory`). Keras's "epochs" in `fit` are checkpoint
 intervals here: a killed run restarted with the same command loads the newest complete
@@ -65,6 +66,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             `min_count` / `max_vocabulary_size`.
         strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
         epochs: passes over the corpus (default: the recipe's). `steps` instead: optimizer steps.
+            Either is the run's total: a resumed run trains what is left (`checkpoint_plan`).
         seed: seeds the initialisation, dropout, sampling and the batch order.
         mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
             softmax and loss stay float32).
@@ -110,20 +112,17 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
-    # Equal checkpoint intervals of at most the asked length; the total is rounded up to a
-    # multiple of them (by fewer steps than there are intervals).
-    intervals = math.ceil(total / (checkpoint_every
-                                   or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)))
-    interval = math.ceil(total / intervals)
+    every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
     run.write_record(settings, size, steps_per_epoch, best)
 
     with strategy.scope():
         lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision])
         lm.optimizer.build(lm.trainable_variables)
     done = restore(lm, run.checkpoints, strategy)
-    if done >= intervals * interval:
-        logger.info("%s has already trained its %d steps; writing its outputs again", output,
-                    done)
+    first, intervals, interval = checkpoint_plan(total, every, done)
+    if done >= total:
+        logger.info("%s has already trained its %d steps (%d asked); writing its outputs "
+                    "again", output, done, total)
     elif done:
         logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
 
@@ -143,10 +142,10 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if is_chief(strategy):
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=min(50, interval)))
     logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
-                "checkpoint every %d steps", recipe.name, intervals * interval, steps_per_epoch,
-                pairs, size["sentences"], interval)
+                "checkpoint every %d steps", recipe.name, done + (intervals - first) * interval,
+                steps_per_epoch, pairs, size["sentences"], interval)
     with quiet_end_of_data():
-        history = lm.fit(dataset, epochs=intervals, initial_epoch=done // interval,
+        history = lm.fit(dataset, epochs=intervals, initial_epoch=first,
                          steps_per_epoch=interval, validation_data=validation_data,
                          callbacks=callbacks, verbose=verbose, shuffle=False)
     if stats.as_dict()["lines_read"]:  # not when the run had nothing left to train
@@ -170,6 +169,35 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     return results
 
 
+def checkpoint_plan(total, every, done=0):
+    """How `fit` runs a run of `total` steps (a total: `done` of them are already trained) with
+    a checkpoint at most every `every` steps: `(initial_epoch, epochs, steps_per_epoch)`, a Keras
+    epoch being one checkpoint interval.
+
+    The intervals are equal, the total is rounded up to a multiple of them (by fewer steps than
+    there are intervals), and a resumed run keeps the plan it was killed in, so that it takes
+    the same steps as an uninterrupted one. Resumed with another `total` or `every` (a checkpoint
+    off the new plan's grid), the steps left are planned anew: `--steps 30`, then `--steps 40`
+    in the same directory, trains 40 steps in all.
+
+    Example:
+    >>> checkpoint_plan(total=10, every=4)
+    (0, 3, 4)
+    >>> checkpoint_plan(total=40, every=40, done=30)
+    (3, 4, 10)
+    """
+    intervals = math.ceil(total / every)
+    interval = math.ceil(total / intervals)
+    if done >= total:
+        return intervals, intervals, interval  # nothing left
+    if done % interval == 0:
+        return done // interval, intervals, interval
+    left = math.ceil((total - done) / every)
+    interval = math.ceil((total - done) / left)
+    first = done // interval
+    return first, first + left, interval
+
+
 def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode) or
     `MaskedElmoLanguageModel`, built and compiled with the recipe's optimizer
@@ -177,7 +205,9 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     config = recipe.model
     ids = tf.zeros([1, 1, config.max_characters_per_token], tf.int32)
     if recipe.objective == "masked_lm":
-        backbone = MaskedElmoBackbone(config, dropout=recipe.dropout, dtype=dtype)
+        backbone = MaskedElmoBackbone(
+            config, stream_rows=recipe.batch_size // replicas if recipe.mode == "stream" else None,
+            dropout=recipe.dropout, dtype=dtype)
         lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
                                      num_negatives=recipe.num_negatives)
         lm({"char_ids": ids})
@@ -289,11 +319,15 @@ def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
         local = replicas // context.num_input_pipelines  # this worker's replicas
         per_replica = context.get_per_replica_batch_size(recipe.batch_size)
         if recipe.objective == "masked_lm":
-            # Sentence batches carry no state: each replica takes whole batches in turn.
+            # Sentence batches carry no state: each replica takes whole batches in turn. Stream
+            # batches are split, so that a replica always gets the same rows.
+            stream = recipe.mode == "stream"
             dataset = masked_language_model_dataset(
-                sentences, vocab, batch_size=per_replica,
+                sentences, vocab, mode=recipe.mode,
+                batch_size=per_replica * local if stream else per_replica,
                 masks_per_sentence=recipe.masks_per_sentence, rate=recipe.selection_rate,
-                shuffle_buffer=recipe.shuffle_buffer, seed=seed, pad_to_buckets=pad_to_buckets,
+                window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
+                replicas=local if stream else 1, pad_to_buckets=pad_to_buckets,
                 max_characters_per_token=recipe.model.max_characters_per_token)
             return dataset.skip(done * local)
         dataset = language_model_dataset(

@@ -14,6 +14,7 @@ from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf import training
 from elmo_tf.recipes.recipe import Recipe
+from elmo_tf.training.pretraining import checkpoint_plan
 from tests.training import MODEL as MODEL_OPTIONS
 
 MODEL = ElmoConfig.from_options(MODEL_OPTIONS)
@@ -172,3 +173,27 @@ def test_a_masked_elmo_recipe_trains_evaluates_and_dumps(tmp_path, corpus, capsy
         assert f["0"].shape == (3, 4, 2 * MODEL.projection_dim)
     assert "masked-LM perplexity" in _run_cli(capsys, "evaluate", "--model", output,
                                               "--corpus", corpus["heldout"])
+
+
+@pytest.mark.parametrize("total", [1, 7, 10, 12, 40, 1001])
+@pytest.mark.parametrize("every", [1, 3, 4, 40, 1000])
+def test_the_checkpoint_plan_trains_the_asked_total_from_any_step(total, every):
+    """`--steps` is a total: from any step a run was killed at, or any total it is resumed with,
+    the plan ends at the asked total or past it by less than one step per interval, with
+    intervals no longer than asked; a run resumed at one of its own checkpoints keeps its plan,
+    so it takes the steps an uninterrupted run takes."""
+    first, epochs, interval = checkpoint_plan(total, every)
+    assert first == 0 and interval <= every
+    assert total <= epochs * interval < total + epochs
+    grid = [k * interval for k in range(epochs + 1)]
+    for done in range(0, total + 3):
+        start, end, length = checkpoint_plan(total, every, done)
+        trained = (end - start) * length
+        if done >= total:
+            assert trained == 0
+            continue
+        assert length <= every and start >= 0 and done + trained >= total
+        if done in grid:  # one of this plan's checkpoints: the rest of the same plan
+            assert (start, end, length) == (done // interval, epochs, interval)
+        else:  # the steps left, planned anew
+            assert done + trained < total + (end - start)

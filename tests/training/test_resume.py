@@ -177,3 +177,20 @@ def test_another_recipe_in_the_same_directory_is_refused(resumed):
     assert f"recipe.mode: '{resumed['mode']}' then, '{mode}' now" in refused.stderr
     assert "recipe.batch_size" not in refused.stderr  # only what differs
     assert (output / "run.json").read_text() == run_json
+
+
+def test_a_larger_steps_later_trains_up_to_that_total(resumed):
+    """`--steps` is a total: the finished 12-step run given `--steps 14` (and a checkpoint
+    interval its step 12 is not a multiple of) trains 2 more steps, not 14 or a whole
+    interval."""
+    if resumed["mode"] != "sentence":
+        pytest.skip("the step plan does not depend on the batch mode: one mode runs it")
+    output = resumed["output"]
+    command = _command(resumed["recipe"], resumed["corpus"], output)
+    command[command.index("--steps") + 1] = "14"
+    command[command.index("--checkpoint-every") + 1] = "5"
+    again = _run(command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "trained 14 steps" in again.stdout, again.stdout[-2000:]
+    assert _checkpoint_steps(output / "checkpoints")[-1] == 14
+    assert int(h5_values(output / "language_model.weights.h5")["optimizer/vars/0"]) == 14

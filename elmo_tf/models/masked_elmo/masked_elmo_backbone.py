@@ -12,6 +12,7 @@ from elmo_tf.models.backbone import Backbone, sentence_graph
 from elmo_tf.models.elmo import elmo_weights
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
+from elmo_tf.ops.padding import char_ids_mask
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -25,7 +26,9 @@ class MaskedElmoBackbone(Backbone):
     `num_layers = n_layers + 1` entries of `2P` (layer 0 the token embedding duplicated, then
     `[forward; backward]` of each layer), "mask", the same with boundaries, and
     "token_embeddings". So `ElmoEmbedding`, the SavedModel export and `dump` take it as they
-    take `ElmoBackbone`. Stateless: every call starts from zero state.
+    take `ElmoBackbone`. Stateless: every call starts from zero state. Stream pre-training
+    (bidirectional truncated backpropagation through time) goes through `encode_stream`, which
+    carries state from window to window in `stream_rows` rows (see `BiLSTMStack`).
 
     Weights files: `save_allennlp`/`from_allennlp` write and read AllenNLP's hdf5 layout with
     its names (`char_embed`, `CNN/...`, `CNN_high_k/...`, `CNN_proj/...`, and
@@ -38,6 +41,8 @@ class MaskedElmoBackbone(Backbone):
         config: an `ElmoConfig` (or its dict) without clips (`cell_clip`, `proj_clip` None:
             Masked ELMo's cells have none), e.g. `ElmoConfig(**MASKED_ELMO_PRESETS[name])`
             or `MaskedElmoBackbone.from_preset(name)`; its `fully_bidirectional` is set.
+        stream_rows: rows of state kept for `encode_stream` (stream pre-training: a
+            replica's batch size); None for a backbone that reads sentences only.
         dropout: dropout on every LSTM layer's input in training.
         dtype: Keras dtype policy.
 
@@ -48,7 +53,7 @@ class MaskedElmoBackbone(Backbone):
     TensorShape([2, 3, 2, 32])
     """
 
-    def __init__(self, config, dropout=0.0, dtype=None, **kwargs):
+    def __init__(self, config, stream_rows=None, dropout=0.0, dtype=None, **kwargs):
         if isinstance(config, dict):
             config = ElmoConfig(**config)
         if config.cell_clip is not None or config.proj_clip is not None:
@@ -59,7 +64,8 @@ class MaskedElmoBackbone(Backbone):
         # === Layers ===
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
         stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
-                            config.use_skip_connections, dropout=dropout, dtype=dtype,
+                            config.use_skip_connections, stateful=stream_rows is not None,
+                            max_batch_size=stream_rows or 1, dropout=dropout, dtype=dtype,
                             name="bilm")
 
         # === Functional Model ===
@@ -78,6 +84,33 @@ class MaskedElmoBackbone(Backbone):
     @property
     def dropout(self):
         return self.bilm.dropout
+
+    @property
+    def stream_rows(self):
+        return self.bilm.max_batch_size if self.bilm.stateful else None
+
+    def encode_stream(self, char_ids, training=False):
+        """The layers for windows of token streams (`<S>`/`</S>` are tokens of the stream: no
+        boundaries are added), starting from the state the previous windows left and keeping
+        the final one: bidirectional truncated backpropagation through time, in the layout
+        `BiLSTMStack` describes. Needs `stream_rows`.
+
+        Args:
+            char_ids: int32 `[batch, time, chars]`, `batch <= stream_rows`.
+            training: for dropout.
+
+        Returns:
+            `[batch, n_layers + 1, time, 2P]` in the compute dtype.
+        """
+        if self.stream_rows is None:
+            raise ValueError("encode_stream needs a backbone built with stream_rows (the rows "
+                             "of state it keeps between windows).")
+        return self.bilm(self.token_encoder(char_ids), mask=char_ids_mask(char_ids),
+                         training=training, carry_state=True)
+
+    def reset_states(self):
+        """Zeroes the state kept between stream windows."""
+        self.bilm.reset_states()
 
     @classmethod
     def presets(cls):
@@ -108,8 +141,9 @@ class MaskedElmoBackbone(Backbone):
         """Builds the backbone `options_file` describes and loads `weight_file` (see the class
         docstring for the layout)."""
         if kwargs.pop("stateful", False):
-            raise ValueError("Masked ELMo is stateless (its layers read both directions of the "
-                             "whole sentence): leave out stateful=True.")
+            raise ValueError("Masked ELMo's calls are stateless (its layers read both "
+                             "directions of the whole sentence): leave out stateful=True "
+                             "(stream pre-training carries state through encode_stream).")
         kwargs.pop("max_batch_size", None)
         config = ElmoConfig.from_options_json(options_file)
         if not config.fully_bidirectional:
@@ -130,4 +164,5 @@ class MaskedElmoBackbone(Backbone):
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
-                "config": self.config.to_dict(), "dropout": self.dropout}
+                "config": self.config.to_dict(), "stream_rows": self.stream_rows,
+                "dropout": self.dropout}

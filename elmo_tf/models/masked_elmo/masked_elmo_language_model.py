@@ -20,7 +20,11 @@ class MaskedElmoLanguageModel(Task):
     (`2P` wide). The loss is the mean NLL over the selected positions of the global batch;
     `perplexity` is its exponential (masked-LM perplexity).
 
-    Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries.
+    Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
+    (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
+    (`<S>`/`</S>` are tokens; bidirectional truncated backpropagation through time, through
+    `MaskedElmoBackbone.encode_stream`: the backbone needs `stream_rows`). Both from
+    `elmo_tf.data.masked_language_model_dataset`.
     Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
     -1 elsewhere.
 
@@ -58,10 +62,16 @@ class MaskedElmoLanguageModel(Task):
         return self.softmax.num_negatives
 
     def call(self, inputs, training=False):
-        if not isinstance(inputs, dict) or set(inputs) != {"char_ids"}:
+        if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
+                                                               {"stream_char_ids"}):
             got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
-            raise ValueError(f"MaskedElmoLanguageModel takes a dict with 'char_ids'; got {got}.")
-        top = self.backbone(inputs["char_ids"], training=training)["layers"][:, -1]
+            raise ValueError("MaskedElmoLanguageModel takes a dict with 'char_ids' (sentences) "
+                             f"or 'stream_char_ids' (stream windows); got {got}.")
+        if "stream_char_ids" in inputs:
+            top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
+        else:
+            top = self.backbone(inputs["char_ids"], training=training)["layers"]
+        top = top[:, -1]
         top = tf.cast(top, "float32")
         if training and self.dropout > 0:
             top = tf.nn.dropout(top, rate=self.dropout)

@@ -116,6 +116,57 @@ def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
     assert losses[-1] < losses[0], losses
 
 
+def _decoded(char_ids, known):
+    """Tokens back from char ids: `known` maps each token's char ids (a tuple) to it."""
+    return [[known[tuple(token)] for token in row] for row in char_ids.tolist()]
+
+
+def test_stream_batches_read_half_the_rows_left_to_right_and_half_right_to_left(corpus):
+    sentences, vocabulary = corpus
+    tokens = sorted({t for s in sentences for t in s} | {"<S>", "</S>"})
+    known = {tuple(ids): t for t, ids in zip(tokens, tokens_to_char_ids([tokens]).numpy()[0])}
+    whole = {tuple(["<S>", *s, "</S>"]) for s in sentences}
+    data = _dataset(sentences, vocabulary, mode="stream", batch_size=6, window=7, rate=1e-9,
+                    replicas=2)  # (nothing selected: the text stays readable)
+    parts = [_decoded(x["stream_char_ids"].numpy(), known) for x, _ in data.take(2 * 30)]
+    for replica in range(2):
+        rows = list(zip(*parts[replica::2]))  # a replica always gets its own 3 rows
+        # The first 2 rows read left to right (each window after the previous one), the last
+        # right to left (each window before the previous one): either way the text is whole
+        # sentences of the corpus, back to back.
+        for r, windows in enumerate(rows):
+            text = sum(windows if r < 2 else windows[::-1], [])
+            starts = [i for i, t in enumerate(text) if t == "<S>"]
+            inner = [tuple(text[a:b]) for a, b in zip(starts, starts[1:])]
+            assert len(inner) > 5 and set(inner) <= whole, (replica, r)
+    masked = _dataset(sentences, vocabulary, mode="stream", batch_size=6, window=7)
+    x, y = next(iter(masked))
+    targets, ids = y["targets"].numpy(), x["stream_char_ids"].numpy()
+    boundary = {ids for ids, t in known.items() if t in ("<S>", "</S>")}
+    is_boundary = np.array([[tuple(t) in boundary for t in row] for row in ids])
+    assert (targets >= 0).any() and not (targets[is_boundary] >= 0).any()
+    with pytest.raises(ValueError, match="stream batches take masks_per_sentence 1"):
+        _dataset(sentences, vocabulary, mode="stream", masks_per_sentence=2)
+
+
+def test_stream_training_carries_state_and_compiles_with_xla(corpus):
+    sentences, vocabulary = corpus
+    data = _dataset(sentences, vocabulary, mode="stream", batch_size=4, window=6)
+    backbone = _tiny_backbone(stream_rows=4)
+    model = MaskedElmoLanguageModel(backbone, len(vocabulary), num_negatives=8)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
+    model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)
+    state = backbone.bilm.state_h.numpy()  # [direction, layer, row, P]
+    assert np.abs(state[0, :, :2]).min(-1).all() and not state[0, :, 2:].any()  # forward
+    assert np.abs(state[1, :, 2:]).min(-1).all() and not state[1, :, :2].any()  # backward
+    # Sentence batches (evaluation) read from zero state and leave the kept state alone.
+    (x, y), = _dataset(sentences[:4], vocabulary, batch_size=4, repeat=False).take(1)
+    model.evaluate(x, y, verbose=0)
+    np.testing.assert_array_equal(backbone.bilm.state_h.numpy(), state)
+    restored = MaskedElmoBackbone.from_config(backbone.get_config())
+    assert restored.stream_rows == 4 and restored.get_config() == backbone.get_config()
+
+
 def test_keras_round_trip(tmp_path, corpus):
     _, vocabulary = corpus
     model = MaskedElmoLanguageModel(_tiny_backbone(dropout=0.1), len(vocabulary),
