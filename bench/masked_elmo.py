@@ -15,8 +15,16 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   same number of steps and rows (equal recurrent compute) with masks_per_sentence K = 1, 2, 4,
   two seeds each; the held-out masked-LM perplexity on one fixed masking (seed 0) of 500
   held-out sentences.
+* ablation of bidirectional truncated backpropagation through time: `tiny_masked` on the same
+  corpus, the same number of steps and rows, with sentence batches (every row from zero state,
+  both ways), stream batches whose state is carried both ways (`BiLSTMStack`), and the same
+  stream batches with the state zeroed before every batch (what the carried state alone
+  brings). The stream window is the mean length of the sentence batches' rows as the LSTMs
+  run them (padding and the two boundaries included), so both read the same number of LSTM
+  steps (equal recurrent compute); three seeds each, the same held-out perplexity.
 
-Writes `bench/results/masked_elmo-cpu.json` (machine, versions, command, every figure).
+Writes `bench/results/masked_elmo-cpu.json` (machine, versions, command, every figure);
+`--only PART` runs one part and keeps the file's other parts.
 """
 
 import argparse
@@ -119,31 +127,46 @@ def speed(repeats, steps):
             "masked_over_elmo": median["elmo"] / median["masked_elmo"]}
 
 
-def ablation(steps, seeds, ks):
+def ablation_data():
+    """The built-in generated corpus (20,000 sentences, 500 held out), its vocabulary and the
+    fixed held-out masking."""
     directory = tempfile.mkdtemp()
     corpus = write_generated_corpus(directory, n_sentences=20_000, n_heldout=500, n_shards=2)
     from elmo_tf.data import build_vocabulary
     vocabulary = build_vocabulary(read_corpus(corpus["train"]), progress=False)
-    recipe = Recipe.from_name("tiny_masked")
-    results = {"recipe": "tiny_masked", "steps": steps, "batch_size": 32, "runs": []}
     heldout = masked_language_model_dataset(read_corpus(corpus["heldout"]), vocabulary,
                                             batch_size=32, repeat=False, seed=0)
+    return corpus, vocabulary, heldout
+
+
+def train_and_evaluate(corpus, vocabulary, heldout, steps, seed, stream_rows=None,
+                       callbacks=(), **data_options):
+    """`tiny_masked` trained `steps` steps on `masked_language_model_dataset(**data_options)`;
+    (held-out masked-LM perplexity, seconds)."""
+    recipe = Recipe.from_name("tiny_masked")
+    keras.utils.set_random_seed(seed)
+    model = MaskedElmoLanguageModel(
+        MaskedElmoBackbone.from_preset("tiny_masked", stream_rows=stream_rows,
+                                       dropout=recipe.dropout),
+        len(vocabulary), num_negatives=recipe.num_negatives)
+    model.compile(optimizer=optimizer())
+    data = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
+                                         batch_size=32, seed=seed, **data_options)
+    started = time.perf_counter()
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=list(callbacks))
+    seconds = time.perf_counter() - started
+    return float(model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]), seconds
+
+
+def ablation(steps, seeds, ks):
+    corpus, vocabulary, heldout = ablation_data()
+    results = {"recipe": "tiny_masked", "steps": steps, "batch_size": 32, "runs": []}
     for k in ks:
         for seed in seeds:
-            keras.utils.set_random_seed(seed)
-            model = MaskedElmoLanguageModel(
-                MaskedElmoBackbone.from_preset("tiny_masked", dropout=recipe.dropout),
-                len(vocabulary), num_negatives=recipe.num_negatives)
-            model.compile(optimizer=optimizer())
-            data = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
-                                                 batch_size=32, masks_per_sentence=k,
-                                                 seed=seed)
-            started = time.perf_counter()
-            model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
-            seconds = time.perf_counter() - started
-            perplexity = model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]
+            perplexity, seconds = train_and_evaluate(corpus, vocabulary, heldout, steps, seed,
+                                                     masks_per_sentence=k)
             results["runs"].append({"masks_per_sentence": k, "seed": seed,
-                                    "heldout_masked_lm_perplexity": float(perplexity),
+                                    "heldout_masked_lm_perplexity": perplexity,
                                     "train_seconds": seconds})
             print(f"K={k} seed={seed}: perplexity {perplexity:.2f} ({seconds:.0f} s)",
                   flush=True)
@@ -153,24 +176,83 @@ def ablation(steps, seeds, ks):
     return results
 
 
+class ZeroStateEveryBatch(keras.callbacks.Callback):
+    def on_train_batch_begin(self, batch, logs=None):
+        self.model.reset_states()
+
+
+def tbptt_ablation(steps, seeds):
+    corpus, vocabulary, heldout = ablation_data()
+    sentence_batches = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
+                                                     batch_size=32, seed=0)
+    # The LSTMs run a sentence batch over its longest row plus <S> and </S>.
+    lengths = [int(y["targets"].shape[1]) + 2 for _, y in sentence_batches.take(200)]
+    window = int(round(float(np.mean(lengths))))
+    variants = {
+        "sentence": {"mode": "sentence"},
+        "stream, state carried both ways": {"mode": "stream", "window": window,
+                                            "stream_rows": 32},
+        "stream, zero state every batch": {"mode": "stream", "window": window,
+                                           "stream_rows": 32,
+                                           "callbacks": [ZeroStateEveryBatch()]},
+    }
+    results = {"recipe": "tiny_masked", "steps": steps, "rows": 32,
+               "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
+                                      "stream window": window}, "runs": []}
+    for name, options in variants.items():
+        for seed in seeds:
+            perplexity, seconds = train_and_evaluate(corpus, vocabulary, heldout, steps, seed,
+                                                     **options)
+            results["runs"].append({"batches": name, "seed": seed,
+                                    "heldout_masked_lm_perplexity": perplexity,
+                                    "train_seconds": seconds})
+            print(f"{name}, seed {seed}: perplexity {perplexity:.2f} ({seconds:.0f} s)",
+                  flush=True)
+    results["median"] = {
+        name: float(np.median([r["heldout_masked_lm_perplexity"] for r in results["runs"]
+                               if r["batches"] == name])) for name in variants}
+    return results
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few steps: checks the script")
+    parser.add_argument("--only", choices=["speed", "mask_accumulation", "tbptt"],
+                        help="run this part only, keeping the output file's other parts")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "masked_elmo-cpu.json"))
     args = parser.parse_args()
-    report = {"benchmark": "masked_elmo", "quick": args.quick,
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "command": " ".join(["python"] + sys.argv), "machine": machine(),
-              "versions": versions()}
-    report["speed"] = speed(repeats=2 if args.quick else 5, steps=2 if args.quick else 5)
-    print(json.dumps(report["speed"]["tokens_per_second"]),
-          f"masked/elmo {report['speed']['masked_over_elmo']:.2f}", flush=True)
-    write_json_atomically(args.output, report)
-    report["mask_accumulation"] = ablation(steps=20 if args.quick else 400,
-                                           seeds=[0] if args.quick else [0, 1], ks=[1, 2, 4])
-    write_json_atomically(args.output, report)
-    print(json.dumps(report["mask_accumulation"]["median_by_k"]))
+    report = {}
+    if args.only and os.path.exists(args.output):
+        with open(args.output) as f:
+            report = json.load(f)
+    if "runs_of_parts" not in report and "command" in report:  # a file of one whole run
+        run = {k: report.pop(k) for k in ("quick", "command", "date", "machine", "versions")}
+        report["runs_of_parts"] = {part: run for part in ("speed", "mask_accumulation")
+                                   if part in report}
+    report.setdefault("runs_of_parts", {})
+    report["benchmark"] = "masked_elmo"
+    parts = [args.only] if args.only else ["speed", "mask_accumulation", "tbptt"]
+    for part in parts:
+        # Each part says where and how it ran (parts may come from different sessions).
+        report["runs_of_parts"][part] = {
+            "quick": args.quick, "command": " ".join(["python"] + sys.argv),
+            "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            "machine": machine(), "versions": versions()}
+        if part == "speed":
+            report["speed"] = speed(repeats=2 if args.quick else 5, steps=2 if args.quick else 5)
+            print(json.dumps(report["speed"]["tokens_per_second"]),
+                  f"masked/elmo {report['speed']['masked_over_elmo']:.2f}", flush=True)
+        elif part == "mask_accumulation":
+            report["mask_accumulation"] = ablation(steps=20 if args.quick else 400,
+                                                   seeds=[0] if args.quick else [0, 1],
+                                                   ks=[1, 2, 4])
+            print(json.dumps(report["mask_accumulation"]["median_by_k"]))
+        else:
+            report["bidirectional_tbptt"] = tbptt_ablation(
+                steps=20 if args.quick else 600, seeds=[0] if args.quick else [0, 1, 2])
+            print(json.dumps(report["bidirectional_tbptt"]["median"]))
+        write_json_atomically(args.output, report)
 
 
 if __name__ == "__main__":

@@ -149,13 +149,17 @@ def test_stream_batches_read_half_the_rows_left_to_right_and_half_right_to_left(
         _dataset(sentences, vocabulary, mode="stream", masks_per_sentence=2)
 
 
-def test_stream_training_carries_state_and_compiles_with_xla(corpus):
+def test_stream_training_carries_state_in_mixed_precision_under_xla(corpus):
+    """What `elmo-tf train --mixed-precision bfloat16` runs on one GPU, stream batches."""
     sentences, vocabulary = corpus
     data = _dataset(sentences, vocabulary, mode="stream", batch_size=4, window=6)
-    backbone = _tiny_backbone(stream_rows=4)
+    backbone = _tiny_backbone(stream_rows=4, dtype="mixed_bfloat16")
     model = MaskedElmoLanguageModel(backbone, len(vocabulary), num_negatives=8)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
-    model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)
+    history = model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert backbone.bilm.compute_dtype == "bfloat16" and backbone.bilm.state_h.dtype == "float32"
+    assert model.softmax.compute_dtype == "float32"  # the loss in float32
     state = backbone.bilm.state_h.numpy()  # [direction, layer, row, P]
     assert np.abs(state[0, :, :2]).min(-1).all() and not state[0, :, 2:].any()  # forward
     assert np.abs(state[1, :, 2:]).min(-1).all() and not state[1, :, :2].any()  # backward
@@ -213,8 +217,8 @@ def test_clear_errors_for_mixed_up_families(tmp_path):
     with pytest.raises(ValueError, match="masks_per_sentence and selection_rate are the "
                                          "masked_lm objective's"):
         Recipe.from_dict({"base": "tiny", "masks_per_sentence": 2})
-    with pytest.raises(ValueError, match="reads sentence batches"):
-        Recipe.from_dict({"base": "tiny_masked", "mode": "stream"})
+    with pytest.raises(ValueError, match="stream batches take 1"):
+        Recipe.from_dict({"base": "tiny_masked", "mode": "stream", "masks_per_sentence": 2})
     with pytest.raises(ValueError, match="trains a fully bidirectional model"):
         Recipe.from_dict({"base": "tiny_masked", "model": "tiny"})
     masked = _tiny_backbone()
@@ -225,7 +229,7 @@ def test_clear_errors_for_mixed_up_families(tmp_path):
     # ELMo configs are written as 0.1 wrote them (its .keras files read them).
     assert "fully_bidirectional" not in ElmoConfig.from_preset("tiny").to_dict()
     masked.save_allennlp(tmp_path / "w.hdf5", tmp_path / "o.json")
-    with pytest.raises(ValueError, match="Masked ELMo is stateless"):
+    with pytest.raises(ValueError, match="Masked ELMo.s calls are stateless"):
         load_backbone(tmp_path / "o.json", tmp_path / "w.hdf5", stateful=True)
     with pytest.raises(ValueError, match="describes an ELMo biLM, not Masked ELMo"):
         ElmoBackbone(ElmoConfig.from_preset("tiny")).save_allennlp(
