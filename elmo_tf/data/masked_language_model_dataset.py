@@ -174,19 +174,29 @@ def _stream_batches(sentences, vocabulary, table, batch_size, window, rate, shuf
                 right_to_left, _ = backward.next_window()
             except StopIteration:  # one pass read to its end
                 return
-            right_to_left = right_to_left[:, ::-1]  # each window back in text order
-            yield np.concatenate([
-                part for i in range(replicas)
-                for part in (left_to_right[i * forward_rows:(i + 1) * forward_rows],
-                             right_to_left[i * backward_rows:(i + 1) * backward_rows])])
+            yield left_to_right, right_to_left[:, ::-1]  # each window back in text order
 
-    def encode(index, tokens):
-        seed_pair = tf.cast(tf.stack([tf.constant(seed, tf.int64), index]), tf.int32)
-        masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars),
-                                      vocabulary.lookup(tokens), seed_pair, table, rate=rate)
+    def encode(index, streams):
+        left_to_right, right_to_left = streams
+        # Each group of streams masked on its own, so a row's masking does not depend on how
+        # the rows are dealt to replicas (2 replicas train as 1 on the same rows).
+        parts = []
+        for group, (tokens, rows) in enumerate(((left_to_right, forward_rows),
+                                                (right_to_left, backward_rows))):
+            seed_pair = tf.cast(tf.stack([tf.constant(seed, tf.int64), 2 * index + group]),
+                                tf.int32)
+            masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars),
+                                          vocabulary.lookup(tokens), seed_pair, table, rate=rate)
+            parts.append((tf.reshape(masked, [replicas, rows, window, chars]),
+                          tf.reshape(targets, [replicas, rows, window])))
+        # Replica i's rows: its left-to-right rows, then its right-to-left ones.
+        masked, targets = (tf.reshape(tf.concat([a, b], 1), [batch_size, window] + tail)
+                           for a, b, tail in ((parts[0][0], parts[1][0], [chars]),
+                                              (parts[0][1], parts[1][1], [])))
         return {"stream_char_ids": masked}, {"targets": targets}
 
-    batches = tf.data.Dataset.from_generator(
-        windows, output_signature=tf.TensorSpec([batch_size, window], tf.string))
+    specs = (tf.TensorSpec([replicas * forward_rows, window], tf.string),
+             tf.TensorSpec([replicas * backward_rows, window], tf.string))
+    batches = tf.data.Dataset.from_generator(windows, output_signature=specs)
     batches = batches.enumerate().map(encode, num_parallel_calls=tf.data.AUTOTUNE)
     return split_for_replicas(batches, replicas).prefetch(tf.data.AUTOTUNE)

@@ -161,6 +161,9 @@ def sentence_graph(max_characters_per_token, token_encoder, stack):
     token_embeddings = ids_with_boundaries
     for layer in token_encoder.parts:
         token_embeddings = layer(token_embeddings)
+    # Built with its parts: Keras would otherwise take the model for unbuilt and rebuild it
+    # from a data batch under a distribution strategy (see `Task`).
+    token_encoder.built = True
     layers_with_boundaries = keras.ops.cast(
         stack(token_embeddings, mask=mask_with_boundaries), "float32")
     layers, mask = RemoveSentenceBoundaries(  # float32 in, float32 out, any policy

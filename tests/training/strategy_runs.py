@@ -4,9 +4,9 @@ with `MirroredStrategy` over logical CPU devices, in one process.
     python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json...
 
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
-thing that touches TensorFlow. For each recipe (named by its mode) it writes
-`OUTPUT_BASE/<mode>-default` and `OUTPUT_BASE/<mode>-mirrored` (a checkpoint every 2 steps) and
-prints one JSON line, `RESULTS {mode: {strategy: {"steps", "train"}}, "sparse_adagrad": x}`:
+thing that touches TensorFlow. For each recipe (named by its file's stem) it writes
+`OUTPUT_BASE/<name>-default` and `OUTPUT_BASE/<name>-mirrored` (a checkpoint every 2 steps) and
+prints one JSON line, `RESULTS {name: {strategy: {"steps", "train"}}, "sparse_adagrad": x}`:
 "train" holds the training metrics of the last checkpoint interval (its last 2 steps), x is
 `sparse_adagrad_difference`'s.
 """
@@ -29,11 +29,12 @@ def main(corpus, base, steps, *recipe_files):
     results = {}
     for recipe_file in recipe_files:
         recipe = Recipe.from_file(recipe_file)
+        stem = os.path.splitext(os.path.basename(recipe_file))[0]
         for name, strategy in (("default", None), ("mirrored", mirrored)):
-            output = os.path.join(base, f"{recipe.mode}-{name}")
+            output = os.path.join(base, f"{stem}-{name}")
             result = training.train(recipe, corpus, output, strategy=strategy,
                                     steps=int(steps), seed=0, checkpoint_every=2, verbose=0)
-            results.setdefault(recipe.mode, {})[name] = {
+            results.setdefault(stem, {})[name] = {
                 "steps": result["steps"], "train": result["train"]}
     results["sparse_adagrad"] = sparse_adagrad_difference(mirrored)
     print("RESULTS " + json.dumps(results), flush=True)

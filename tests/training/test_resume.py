@@ -1,6 +1,7 @@
-"""Kill-and-resume of `elmo-tf train`: a run killed with SIGKILL leaves only complete checkpoints
-and the same command resumes it; a finished run is not retrained; another recipe in the same
-directory is refused."""
+"""Kill-and-resume of `elmo-tf train` (ELMo sentence and stream runs, a Masked ELMo stream
+run): a run killed with SIGKILL leaves only complete checkpoints and the same command resumes
+it; a finished run is not retrained; another recipe in the same directory is refused; a larger
+`--steps` trains up to it."""
 
 import json
 import os
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import CPU_ONLY_ENV
-from tests.training import RECIPE, h5_values
+from tests.training import MODEL, RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 STEPS, EVERY = 12, 4
@@ -46,14 +47,21 @@ def _epochs(stdout):
     return [int(i) for i in re.findall(r"Epoch (\d+)/\d+", stdout)]
 
 
-@pytest.fixture(scope="module", params=["sentence", "stream"])
+MASKED_RECIPE = {**RECIPE, "base": "tiny_masked", "model": {
+    **MODEL, "lstm": {**{k: v for k, v in MODEL["lstm"].items()
+                         if k not in ("cell_clip", "proj_clip")}, "fully_bidirectional": True}}}
+RECIPES = {"sentence": {**RECIPE, "mode": "sentence"}, "stream": {**RECIPE, "mode": "stream"},
+           "masked_stream": {**MASKED_RECIPE, "mode": "stream"}}
+
+
+@pytest.fixture(scope="module", params=list(RECIPES))
 def resumed(request, tmp_path_factory, corpus):
     """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
     and the same command run without interruption in another directory, meanwhile."""
-    mode = request.param
-    base = tmp_path_factory.mktemp(f"resume_{mode}")
+    name = request.param
+    base = tmp_path_factory.mktemp(f"resume_{name}")
     recipe = base / "recipe.json"
-    recipe.write_text(json.dumps({**RECIPE, "mode": mode}))
+    recipe.write_text(json.dumps(RECIPES[name]))
     output, reference = base / "run", base / "uninterrupted"
     with open(base / "uninterrupted.log", "w") as log:
         uninterrupted = subprocess.Popen(_command(recipe, corpus["train"], reference), cwd=ROOT,
@@ -88,7 +96,8 @@ def resumed(request, tmp_path_factory, corpus):
     again = _run(_command(recipe, corpus["train"], output))
     assert again.returncode == 0, again.stderr[-3000:]
     assert uninterrupted.wait(timeout=240) == 0, (base / "uninterrupted.log").read_text()[-3000:]
-    return {"mode": mode, "recipe": recipe, "corpus": corpus["train"], "output": output,
+    return {"mode": RECIPES[name]["mode"], "name": name, "recipe": recipe,
+            "corpus": corpus["train"], "output": output,
             "reference": reference, "listing": listing, "complete": complete, "again": again}
 
 
@@ -168,7 +177,7 @@ def test_another_recipe_in_the_same_directory_is_refused(resumed):
     output = resumed["output"]
     other = resumed["recipe"].with_name("other.json")
     mode = {"stream": "sentence", "sentence": "stream"}[resumed["mode"]]
-    other.write_text(json.dumps({**RECIPE, "mode": mode}))
+    other.write_text(json.dumps({**RECIPES[resumed["name"]], "mode": mode}))
     run_json = (output / "run.json").read_text()
     refused = _run(_command(other, resumed["corpus"], output))
     assert refused.returncode == 2, (refused.stdout[-2000:], refused.stderr[-2000:])
@@ -183,7 +192,7 @@ def test_a_larger_steps_later_trains_up_to_that_total(resumed):
     """`--steps` is a total: the finished 12-step run given `--steps 14` (and a checkpoint
     interval its step 12 is not a multiple of) trains 2 more steps, not 14 or a whole
     interval."""
-    if resumed["mode"] != "sentence":
+    if resumed["name"] != "sentence":
         pytest.skip("the step plan does not depend on the batch mode: one mode runs it")
     output = resumed["output"]
     command = _command(resumed["recipe"], resumed["corpus"], output)
