@@ -1,7 +1,9 @@
 """Models: the `Backbone` contract and the `Task` base, one folder per model family (`elmo/`,
-`masked_elmo/`), and the downstream embedding layers that work on any backbone."""
+`masked_elmo/`), the downstream embedding layers that work on any backbone, and the
+downstream task models (`downstream/`)."""
 
 from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
@@ -12,4 +14,5 @@ from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLang
 from elmo_tf.models.task import Task
 
 __all__ = ["Backbone", "ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel",
-           "MaskedElmoBackbone", "MaskedElmoLanguageModel", "Task", "load_backbone"]
+           "MaskedElmoBackbone", "MaskedElmoLanguageModel", "SentencePairClassifier",
+           "SequenceTagger", "Task", "TextClassifier", "load_backbone"]

@@ -1,0 +1,65 @@
+"""`SentencePairClassifier`: a (sentence, sentence) -> class (or score) model on ELMo
+representations."""
+
+import keras
+
+from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
+from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.models.downstream.downstream_task import DownstreamTask
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class SentencePairClassifier(DownstreamTask):
+    """Classifies sentence pairs (GLUE's MRPC, QQP, MNLI, QNLI, RTE, WNLI), or scores them
+    (STS-B, with `labels=None`).
+
+    Both sentences go through the same tokenizer, `ElmoEmbedding`, BiLSTM and max pooling
+    (`u`, `v`); `[u; v; |u - v|; u * v]` then goes through a `hidden_dim` tanh layer (dropout
+    before and after) to `len(labels)` logits (one score for a regressor): the GLUE paper's
+    pair baseline without its attention.
+
+    Inputs: `{"text_a": strings [batch], "text_b": strings [batch]}`.
+
+    Args:
+        embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
+        labels: the class names, in class-id order; None for a regressor (one output).
+        tokenizer: `"whitespace"` or `"wordpunct"`, as the biLM's corpus was tokenized.
+        encoder_units: the BiLSTM's units per direction.
+        hidden_dim: the matching layer's size.
+        dropout: on the matching features and the hidden layer, in training.
+
+    Example:
+    >>> model = SentencePairClassifier(embedding, labels=["not_entailment", "entailment"])
+    >>> model({"text_a": tf.constant(["A man sleeps ."]),
+    ...        "text_b": tf.constant(["A person rests ."])}).shape
+    TensorShape([1, 2])
+    """
+
+    def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
+                 hidden_dim=512, dropout=0.0, **kwargs):
+        outputs = self.check_arguments(embedding, labels, encoder_units, dropout,
+                                       regression_allowed=True)
+        if not isinstance(hidden_dim, int) or hidden_dim < 1:
+            raise ValueError(f"hidden_dim must be a positive integer; got {hidden_dim!r}.")
+        # === Layers ===
+        tokenize = TextTokenizer(tokenizer, name="tokenizer")
+        encoder = self.sentence_encoder(encoder_units, name="encoder")
+        pool = MaskedMaxPooling(name="max_pooling")
+        match_dropout = keras.layers.Dropout(dropout, name="match_dropout")
+        hidden = keras.layers.Dense(hidden_dim, activation="tanh", name="hidden")
+        hidden_dropout = keras.layers.Dropout(dropout, name="hidden_dropout")
+        head = keras.layers.Dense(outputs, dtype="float32", name="logits")
+
+        # === Functional Model ===
+        inputs = {name: keras.Input(shape=(), dtype="string", name=name)
+                  for name in ("text_a", "text_b")}
+        u, v = (pool(encoder(embedding(tokenize(inputs[name]))))
+                for name in ("text_a", "text_b"))
+        matched = keras.layers.Concatenate(name="matching")(
+            [u, v, keras.ops.abs(u - v), u * v])
+        logits = head(hidden_dropout(hidden(match_dropout(matched))))
+        super().__init__(inputs=inputs, outputs=logits, embedding=embedding, labels=labels,
+                         encoder_units=encoder_units, dropout=dropout,
+                         config={"tokenizer": tokenizer, "hidden_dim": hidden_dim}, **kwargs)
+        self.tokenizer = tokenizer
+        self.hidden_dim = hidden_dim

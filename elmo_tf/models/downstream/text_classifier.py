@@ -1,0 +1,53 @@
+"""`TextClassifier`: a sentence -> class (or score) model on ELMo representations."""
+
+import keras
+
+from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
+from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.models.downstream.downstream_task import DownstreamTask
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class TextClassifier(DownstreamTask):
+    """Classifies sentences (GLUE's CoLA, SST-2; sentiment, topics), or scores them (a
+    regressor, with `labels=None`).
+
+    Raw sentences `[batch]` are tokenized in the graph (`TextTokenizer`), embedded
+    (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), max-pooled over
+    the real tokens, dropped out and projected to `len(labels)` logits (one score for a
+    regressor), the GLUE paper's single-sentence ELMo baseline.
+
+    Args:
+        embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
+        labels: the class names, in class-id order; None for a regressor (one output).
+        tokenizer: how sentences become tokens, as the biLM's corpus was tokenized
+            (`"whitespace"` or `"wordpunct"`).
+        encoder_units: the BiLSTM's units per direction.
+        dropout: on the pooled sentence vector, in training.
+
+    Example:
+    >>> embedding = ElmoEmbedding.from_allennlp("options.json", "weights.hdf5")
+    >>> model = TextClassifier(embedding, labels=["negative", "positive"])
+    >>> model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(
+    ...     from_logits=True), metrics=["accuracy"])
+    >>> model.fit(tf.constant(["a fine film .", "dull ."]), tf.constant([1, 0]), epochs=3)
+    """
+
+    def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
+                 dropout=0.0, **kwargs):
+        outputs = self.check_arguments(embedding, labels, encoder_units, dropout,
+                                       regression_allowed=True)
+        # === Layers ===
+        tokenize = TextTokenizer(tokenizer, name="tokenizer")
+        encoder = self.sentence_encoder(encoder_units, name="encoder")
+        pool = MaskedMaxPooling(name="max_pooling")
+        drop = keras.layers.Dropout(dropout, name="dropout")
+        head = keras.layers.Dense(outputs, dtype="float32", name="logits")
+
+        # === Functional Model ===
+        text = keras.Input(shape=(), dtype="string", name="text")
+        logits = head(drop(pool(encoder(embedding(tokenize(text))))))
+        super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=labels,
+                         encoder_units=encoder_units, dropout=dropout,
+                         config={"tokenizer": tokenizer}, **kwargs)
+        self.tokenizer = tokenizer

@@ -1,0 +1,150 @@
+"""The downstream task models: what they compute (masked pooling, the pair matching features,
+padding out of the tagger's loss and metrics), that they learn, clear errors, and `.keras`
+files that load in a fresh process with the same predictions."""
+
+import json
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
+from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
+from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
+from tests.conftest import CPU_ONLY_ENV, assert_serializable
+
+
+def _embedding(seed=0):
+    keras.utils.set_random_seed(seed)
+    return ElmoEmbedding(ElmoBackbone(ElmoConfig.from_preset("tiny")), dropout=0.0)
+
+
+def _compile(model):
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_tokenizer_and_masked_max_pooling():
+    tokens = TextTokenizer()(tf.constant(["The  cat .", "Hi", ""])).numpy().tolist()
+    assert tokens == [[b"The", b"cat", b"."], [b"Hi", b"", b""], [b"", b"", b""]]
+    assert TextTokenizer("wordpunct")(tf.constant(["can't"])).numpy().tolist() == \
+        [[b"can", b"'", b"t"]]
+    x = tf.constant(np.random.default_rng(0).normal(size=(3, 4, 2)), tf.float32)
+    mask = tf.constant([[True, True, False, False], [True] * 4, [False] * 4])
+    big = tf.where(mask[:, :, None], x, 1e9)  # padding that would win a plain max
+    pooled = MaskedMaxPooling()(big, mask=mask).numpy()
+    np.testing.assert_array_equal(pooled[0], x.numpy()[0, :2].max(0))
+    np.testing.assert_array_equal(pooled[1], x.numpy()[1].max(0))
+    np.testing.assert_array_equal(pooled[2], [0.0, 0.0])  # no real token
+    assert_serializable(MaskedMaxPooling(), x)
+    assert_serializable(TextTokenizer("wordpunct"))
+    with pytest.raises(ValueError, match=r"one of \['whitespace', 'wordpunct'\]"):
+        TextTokenizer("unicode_script")
+
+
+def test_the_tagger_leaves_padding_out_of_its_loss_and_metrics():
+    tagger = _compile(SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=8))
+    sentences = tf.constant(["a b c", "d"])
+    tags = np.array([[1, 0, 1], [1, 0, 0]])  # the second row's last two are padding
+    logits = tagger.predict(sentences, verbose=0)
+    assert logits.shape == (2, 3, 2)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    real = [(0, 0), (0, 1), (0, 2), (1, 0)]
+    nll = np.mean([-log_p[i, t, tags[i, t]] for i, t in real])
+    right = np.mean([logits[i, t].argmax() == tags[i, t] for i, t in real])
+    got = tagger.evaluate(sentences, tags, return_dict=True, verbose=0)
+    assert got["loss"] == pytest.approx(nll, rel=1e-5)
+    assert got["accuracy"] == pytest.approx(right)
+    # Tags at padding do not matter at all.
+    other = tags.copy()
+    other[1, 1:] = 1 - other[1, 1:]
+    assert tagger.evaluate(sentences, other, return_dict=True, verbose=0) == got
+
+
+def test_the_pair_classifier_matches_u_v_their_difference_and_product():
+    model = SentencePairClassifier(_embedding(), labels=["no", "yes"], encoder_units=4,
+                                   hidden_dim=8)
+    inputs = {"text_a": tf.constant(["a man sleeps", "x"]),
+              "text_b": tf.constant(["a person rests .", "y z"])}
+    inner = keras.Model(model.inputs, [model.get_layer("matching").output])
+    matched = inner(inputs).numpy()
+    width = matched.shape[1] // 4
+    a, b = matched[:, :width], matched[:, width:2 * width]
+    np.testing.assert_allclose(matched[:, 2 * width:3 * width], np.abs(a - b), atol=1e-6)
+    np.testing.assert_allclose(matched[:, 3 * width:], a * b, atol=1e-6)
+    assert not np.allclose(a, b)
+    assert model(inputs).shape == (2, 2)
+
+
+def test_a_classifier_and_a_regressor_learn():
+    texts = tf.constant(["a good film", "good fun", "so good", "good .",
+                         "a bad film", "bad fun", "so bad", "bad ."])
+    labels = np.array([1, 1, 1, 1, 0, 0, 0, 0])
+    model = _compile(TextClassifier(_embedding(), labels=["neg", "pos"], encoder_units=8))
+    before = model.evaluate(texts, labels, return_dict=True, verbose=0)["loss"]
+    model.fit(texts, labels, epochs=30, batch_size=8, verbose=0)
+    after = model.evaluate(texts, labels, return_dict=True, verbose=0)
+    assert after["accuracy"] == 1.0 and after["loss"] < 0.8 * before
+    regressor = SentencePairClassifier(_embedding(), labels=None, encoder_units=4,
+                                       hidden_dim=4)
+    assert regressor({"text_a": texts[:2], "text_b": texts[2:4]}).shape == (2, 1)
+
+
+def test_clear_errors():
+    embedding = _embedding()
+    with pytest.raises(ValueError, match="two or more distinct class names"):
+        TextClassifier(embedding, labels=["a", "a"])
+    with pytest.raises(ValueError, match="labels .the class names. are required"):
+        SequenceTagger(embedding, tags=None)
+    with pytest.raises(TypeError, match="embedding must be an elmo_tf ElmoEmbedding"):
+        TextClassifier(embedding.backbone, labels=["a", "b"])
+    with pytest.raises(ValueError, match="encoder_units must be a positive integer"):
+        TextClassifier(embedding, labels=["a", "b"], encoder_units=0)
+
+
+LOAD = """
+import json, sys
+import numpy as np, tensorflow as tf, keras
+import elmo_tf  # registers the classes
+out = {}
+for name, inputs in json.loads(sys.argv[1]).items():
+    model = keras.saving.load_model(sys.argv[2] + f"/{name}.keras")
+    x = {k: tf.constant(v) for k, v in inputs.items()} if isinstance(inputs, dict) \\
+        else tf.constant(inputs)
+    out[name] = model.predict(x, verbose=0).tolist()
+print("OUT" + json.dumps(out))
+"""
+
+
+def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path):
+    embedding = _embedding()
+    models = {
+        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4),
+        "pair": SentencePairClassifier(embedding, labels=None, encoder_units=4, hidden_dim=4),
+        "tagger": SequenceTagger(embedding, tags=["O", "B-X", "I-X"], encoder_units=4),
+    }
+    inputs = {"classifier": ["a good film", "bad"], "tagger": ["a b c", "d"],
+              "pair": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]}}
+    expected = {}
+    for name, model in models.items():
+        x = inputs[name]
+        x = {k: tf.constant(v) for k, v in x.items()} if isinstance(x, dict) else tf.constant(x)
+        expected[name] = model.predict(x, verbose=0)
+        model.save(tmp_path / f"{name}.keras")
+    done = subprocess.run([sys.executable, "-c", LOAD, json.dumps(inputs), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, **CPU_ONLY_ENV})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.split("OUT", 1)[1])
+    for name, values in expected.items():
+        np.testing.assert_allclose(got[name], values, rtol=1e-6, atol=1e-7, err_msg=name)
+    loaded = keras.saving.load_model(tmp_path / "tagger.keras")
+    without_embedding = lambda config: {k: v for k, v in config.items() if k != "embedding"}
+    assert loaded.tags == ["O", "B-X", "I-X"]
+    assert without_embedding(loaded.get_config()) == without_embedding(
+        models["tagger"].get_config())
