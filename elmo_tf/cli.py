@@ -7,6 +7,8 @@
     elmo-tf dump sentences.txt vectors.hdf5 --model DIR [--layers all|top|average]
     elmo-tf embed --model DIR --output vectors.hdf5  # dump --layers all, from stdin
     elmo-tf export --model DIR --output serving/elmo # a SavedModel: serving/elmo/1/
+    elmo-tf finetune --task glue/sst2 --data-dir glue_data --model DIR --output OUT
+    elmo-tf predict --model OUT [FILE]              # one label (tags, score) per line
 """
 
 import argparse
@@ -164,6 +166,48 @@ def _parser():
     export.add_argument("--dropout", type=float, default=0.0,
                         help="dropout on `elmo` when called with training=True (default 0)")
     export.set_defaults(run=_export)
+
+    from elmo_tf.training.finetuning import TASKS
+
+    finetune = commands.add_parser(
+        "finetune", help="train a task model (classifier, pairs, tagger) on a biLM",
+        description="Trains a downstream task model on the representations of a pre-trained "
+                    "biLM (ELMo or Masked ELMo), keeps the epoch with the best dev score, "
+                    "stops after --patience epochs without a better one, and writes "
+                    "OUTPUT/model.keras and OUTPUT/dev_metrics.json; resumes if killed.")
+    finetune.add_argument("--task", required=True, choices=TASKS, metavar="TASK",
+                          help="glue/NAME (cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli: "
+                               "GLUE's files in --data-dir), or classify / pair "
+                               "(label<TAB>text[<TAB>text_b] files) or tag (CoNLL files) with "
+                               "--train and --dev")
+    finetune.add_argument("--model", required=True, metavar="DIR",
+                          help="the biLM: a directory with options.json and weights.hdf5")
+    finetune.add_argument("--output", required=True, help="the fine-tuning run's directory")
+    finetune.add_argument("--data-dir", help="GLUE's data directory (DIR/SST-2/train.tsv, ...)")
+    finetune.add_argument("--train", help="training file (classify, pair, tag)")
+    finetune.add_argument("--dev", help="dev file, for early stopping (classify, pair, tag)")
+    finetune.add_argument("--epochs", type=_positive_int, default=10, help="at most (10)")
+    finetune.add_argument("--patience", type=_positive_int, default=3,
+                          help="epochs without a better dev score before stopping (3)")
+    finetune.add_argument("--batch-size", type=_positive_int, default=32, help="(32)")
+    finetune.add_argument("--learning-rate", type=float, default=1e-3, help="Adam's (0.001)")
+    finetune.add_argument("--encoder-units", type=_positive_int, default=512,
+                          help="the task BiLSTM's units per direction (512)")
+    finetune.add_argument("--dropout", type=float, default=0.5, help="(0.5)")
+    finetune.add_argument("--fine-tune-bilm", action="store_true",
+                          help="train the biLM's weights too (default: the mix and the head)")
+    finetune.add_argument("--seed", type=int, default=0)
+    finetune.set_defaults(run=_finetune)
+
+    predict = commands.add_parser(
+        "predict", help="run a fine-tuned model on text, one prediction per line",
+        description="Reads lines (a text; text_a<TAB>text_b for a pair model; tokens separated "
+                    "by spaces for a tagger) and prints one line per line: the label, the score "
+                    "or the tags.")
+    predict.add_argument("--model", required=True, metavar="OUT",
+                         help="a finetune output directory (or its model.keras)")
+    predict.add_argument("input", nargs="?", default="-", help="input file (default stdin)")
+    predict.set_defaults(run=_predict)
     return parser
 
 
@@ -228,6 +272,34 @@ def _read_sentences(path):
                 raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at "
                                  f"byte {error.start}).") from None
     return sentences
+
+
+def _finetune(args):
+    from elmo_tf.training.finetuning import finetune
+
+    results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
+                       train=args.train, dev=args.dev, epochs=args.epochs,
+                       patience=args.patience, batch_size=args.batch_size,
+                       learning_rate=args.learning_rate, encoder_units=args.encoder_units,
+                       dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm, seed=args.seed)
+    scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
+    print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
+    if "dev_mismatched" in results:
+        print("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
+                                             for k, v in results["dev_mismatched"].items()))
+    print(f"wrote {args.output}/model.keras, dev_metrics.json")
+    return 0
+
+
+def _predict(args):
+    from elmo_tf.training.finetuning import predict
+
+    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
+    with stream:
+        lines = [line.rstrip("\r\n") for line in stream]
+    for prediction in predict(args.model, lines):
+        print(prediction)
+    return 0
 
 
 def _dump(args):

@@ -79,7 +79,7 @@ class ElmoEmbedding(keras.layers.Layer):
     @fine_tune.setter
     def fine_tune(self, value):
         self._fine_tune = bool(value)
-        self.backbone.trainable = self.trainable and self._fine_tune
+        _set_trainable(self.backbone, self.trainable and self._fine_tune)
 
     @property
     def trainable(self):
@@ -91,7 +91,7 @@ class ElmoEmbedding(keras.layers.Layer):
         # `model.trainable = True` on a parent model does not unfreeze it.
         keras.layers.Layer.trainable.fset(self, value)
         if hasattr(self, "_fine_tune"):
-            self.backbone.trainable = bool(value) and self._fine_tune
+            _set_trainable(self.backbone, bool(value) and self._fine_tune)
 
     @classmethod
     def from_allennlp(cls, options_file, weight_file, stateful=False, max_batch_size=128,
@@ -159,3 +159,12 @@ class ElmoEmbedding(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         return cls(**with_backbone_object(config))
+
+
+def _set_trainable(layer, value):
+    """`layer.trainable = value`, always down to every sub-layer's variables. The attribute
+    assignment does nothing when `layer.trainable` already equals `value` (TensorFlow's tracking
+    skips an assignment of the same object), which leaves the sub-layers of a backbone built
+    with `trainable=False` (a deserialized one) trainable: the biLM of a loaded model would
+    train."""
+    keras.layers.Layer.trainable.fset(layer, value)

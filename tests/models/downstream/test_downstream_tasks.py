@@ -146,5 +146,10 @@ def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path)
     loaded = keras.saving.load_model(tmp_path / "tagger.keras")
     without_embedding = lambda config: {k: v for k, v in config.items() if k != "embedding"}
     assert loaded.tags == ["O", "B-X", "I-X"]
+    # The biLM stays frozen in the loaded model (it trained along before: the deserialized
+    # backbone's sub-layers kept trainable=True).
+    assert [tuple(v.shape) for v in loaded.trainable_variables] == \
+        [tuple(v.shape) for v in models["tagger"].trainable_variables]
+    assert not any(v.path.startswith(("char_cnn", "bilm/")) for v in loaded.trainable_variables)
     assert without_embedding(loaded.get_config()) == without_embedding(
         models["tagger"].get_config())

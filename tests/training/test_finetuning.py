@@ -1,0 +1,115 @@
+"""`elmo-tf finetune` and `predict` on small files written here: a classifier, a sentence-pair
+model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming."""
+
+import json
+
+import numpy as np
+import pytest
+
+from elmo_tf import cli
+
+GOOD = ["a good film", "good fun", "so good", "good and fine", "very good", "good ."]
+BAD = ["a bad film", "bad fun", "so bad", "bad and dull", "very bad", "bad ."]
+
+
+@pytest.fixture(scope="module")
+def bilm(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bilm") / "tiny"
+    assert cli.main(["init", "--preset", "tiny", "--output", str(path)]) == 0
+    return str(path)
+
+
+def _finetune(capsys, *args):
+    assert cli.main(["finetune", "--encoder-units", "8", "--batch-size", "4", "--dropout", "0",
+                     "--learning-rate", "0.01", *args]) == 0
+    return capsys.readouterr().out
+
+
+def _predict(capsys, output, lines, tmp_path):
+    path = tmp_path / "input.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert cli.main(["predict", "--model", str(output), str(path)]) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
+    train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+    train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
+    dev.write_text("pos\tgood stuff\nneg\tbad stuff\n")
+    common = ["--task", "classify", "--train", str(train), "--dev", str(dev), "--model", bilm]
+    out = _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--epochs", "6")
+    assert "best epoch" in out and "dev accuracy" in out
+    whole = json.loads((tmp_path / "whole" / "dev_metrics.json").read_text())
+    assert set(whole["dev"]) == {"accuracy", "f1"} and whole["epochs"] <= 6
+    # The same run in two parts (3 epochs, then 6 in all) ends where the whole one did.
+    _finetune(capsys, *common, "--output", str(tmp_path / "parts"), "--epochs", "3")
+    _finetune(capsys, *common, "--output", str(tmp_path / "parts"), "--epochs", "6")
+    record = json.loads((tmp_path / "parts" / "run.json").read_text())
+    whole_record = json.loads((tmp_path / "whole" / "run.json").read_text())
+    assert len(record["epochs"]) == len(whole_record["epochs"])
+    for a, b in zip(record["epochs"], whole_record["epochs"]):
+        assert a == pytest.approx(b, abs=1e-6)
+    lines = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path)
+    assert len(lines) == 3 and set(lines) <= {"pos", "neg"}
+    # Another setting in the same directory is refused, naming it.
+    with pytest.raises(SystemExit):
+        _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--seed", "1")
+    assert "(it differs in seed)" in capsys.readouterr().err
+
+
+def test_early_stopping_keeps_the_best_epoch(bilm, tmp_path, capsys):
+    train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+    train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
+    dev.write_text("neg\tgood stuff\npos\tbad stuff\n")  # the opposite: dev gets worse
+    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
+              "--model", bilm, "--output", str(tmp_path / "run"), "--epochs", "8",
+              "--patience", "2")
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    history = [e["accuracy"] for e in record["epochs"]]
+    best = int(np.argmax(history))
+    assert len(history) < 8 or best >= 6  # stopped early unless it kept improving
+    assert len(history) - 1 - best <= 2
+    results = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
+    assert results["best_epoch"] == best + 1 and results["dev"]["accuracy"] == history[best]
+
+
+def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
+    glue = tmp_path / "glue" / "RTE"
+    glue.mkdir(parents=True)
+    rows = [("a man sleeps", "a person rests", "entailment"),
+            ("a dog runs", "a cat sleeps", "not_entailment")] * 4
+    text = "index\tsentence1\tsentence2\tlabel\n" + "".join(
+        f"{i}\t{a}\t{b}\t{c}\n" for i, (a, b, c) in enumerate(rows))
+    (glue / "train.tsv").write_text(text)
+    (glue / "dev.tsv").write_text(text)
+    out = _finetune(capsys, "--task", "glue/rte", "--data-dir", str(tmp_path / "glue"),
+                    "--model", bilm, "--output", str(tmp_path / "rte"), "--epochs", "2")
+    assert "dev accuracy" in out
+    lines = _predict(capsys, tmp_path / "rte", ["a man sleeps\ta person rests"], tmp_path)
+    assert lines[0] in ("entailment", "not_entailment")
+    conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
+        "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
+    (tmp_path / "train.conll").write_text(conll * 3)
+    (tmp_path / "dev.conll").write_text(conll)
+    out = _finetune(capsys, "--task", "tag", "--train", str(tmp_path / "train.conll"), "--dev",
+                    str(tmp_path / "dev.conll"), "--model", bilm, "--output",
+                    str(tmp_path / "tagger"), "--epochs", "2")
+    assert "dev span_f1" in out and "token_accuracy" in out
+    lines = _predict(capsys, tmp_path / "tagger", ["Peter runs", "Big Co won today"], tmp_path)
+    assert [len(line.split()) for line in lines] == [2, 4]
+    assert set(" ".join(lines).split()) <= {"B-PER", "B-ORG", "I-ORG", "O"}
+
+
+def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    train.write_text("pos\tgood\nneg\tbad\n")
+    (tmp_path / "dev.tsv").write_text("meh\tokay\n")
+    for args, message in (
+            (["--task", "classify", "--train", str(train), "--dev", str(tmp_path / "dev.tsv")],
+             "has labels the training file does not have: ['meh']"),
+            (["--task", "glue/sst2", "--train", str(train)], "reads GLUE's files from --data-dir"),
+            (["--task", "classify", "--train", str(train)], "reads --train and --dev files")):
+        with pytest.raises(SystemExit):
+            cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
