@@ -60,6 +60,18 @@ def export_saved_model(embedding, export_base, version=None):
     'serving/elmo/1'
     """
     _check_exportable(embedding)
+    module, signatures = _serving_module(embedding)
+    # The variables, and a few MB of graph.
+    return save_version(module, signatures, export_base, version,
+                        variables_bytes(embedding.weights) + 16 * 2**20)
+
+
+def save_version(module, signatures, export_base, version, needed_bytes):
+    """`tf.saved_model.save(module, ...)` into a new version directory of `export_base` (the
+    next one by default), atomically: written to a temporary directory beside it (locked while
+    written; TF Serving skips names that start with a dot), then renamed. Checks first that the
+    disk has `needed_bytes` free; a failed write is an `OSError` naming the SavedModel and
+    leaves nothing behind. Returns the version directory's path."""
     export_base = os.fspath(export_base)
     os.makedirs(export_base, exist_ok=True)
     if version is None:
@@ -69,12 +81,8 @@ def export_saved_model(embedding, export_base, version=None):
     if os.path.exists(target):
         raise ValueError(f"{target} already exists; TF Serving versions are never overwritten. "
                          "Pick another version.")
-    module, signatures = _serving_module(embedding)
     remove_stale_temporaries(export_base, ".export")  # a killed export's
-    # The variables, and a few MB of graph.
-    check_free_space(export_base, variables_bytes(embedding.weights) + 16 * 2**20,
-                     f"the SavedModel {target}")
-    # TF Serving skips names that start with a dot.
+    check_free_space(export_base, needed_bytes, f"the SavedModel {target}")
     tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"), suffix=".tmp")
     try:
         with held(tmp):

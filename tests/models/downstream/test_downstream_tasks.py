@@ -153,3 +153,48 @@ def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path)
     assert not any(v.path.startswith(("char_cnn", "bilm/")) for v in loaded.trainable_variables)
     assert without_embedding(loaded.get_config()) == without_embedding(
         models["tagger"].get_config())
+
+
+SERVE = """
+import json, sys
+import tensorflow as tf
+out = {}
+for name, inputs in json.loads(sys.argv[1]).items():
+    serve = tf.saved_model.load(sys.argv[2] + f"/{name}/1").signatures["serving_default"]
+    kwargs = {k: tf.constant(v) for k, v in inputs.items()}
+    out[name] = {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else v.numpy().tolist())
+                 for k, v in serve(**kwargs).items()}
+assert not [m for m in sys.modules if m.startswith(("elmo_tf", "tensorflow_text"))]
+print("OUT" + json.dumps(out))
+"""
+
+
+def test_task_savedmodels_serve_raw_text_without_elmo_tf(tmp_path):
+    from elmo_tf.export import export_task_model
+
+    embedding = _embedding()
+    models = {
+        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4),
+        "regressor": SentencePairClassifier(embedding, labels=None, encoder_units=4,
+                                            hidden_dim=4),
+        "tagger": SequenceTagger(embedding, tags=["O", "B-X", "I-X"], encoder_units=4),
+    }
+    requests = {"classifier": {"text": ["a good film", "bad"]},
+                "regressor": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]},
+                "tagger": {"tokens": ["a b c", "d"]}}
+    for name, model in models.items():
+        assert export_task_model(model, tmp_path / name).endswith("1")
+    done = subprocess.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, **CPU_ONLY_ENV})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.split("OUT", 1)[1])
+    logits = models["classifier"](tf.constant(requests["classifier"]["text"])).numpy()
+    np.testing.assert_allclose(got["classifier"]["logits"], logits, rtol=1e-5, atol=1e-6)
+    assert got["classifier"]["label"] == [["neg", "pos"][k] for k in logits.argmax(-1)]
+    pair = {k: tf.constant(v) for k, v in requests["regressor"].items()}
+    np.testing.assert_allclose(got["regressor"]["score"], models["regressor"](pair).numpy()[:, 0],
+                               rtol=1e-5, atol=1e-6)
+    tags = models["tagger"](tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
+    names = ["O", "B-X", "I-X"]
+    assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
