@@ -184,6 +184,8 @@ def _parser():
                           help="the biLM: a directory with options.json and weights.hdf5")
     finetune.add_argument("--output", required=True, help="the fine-tuning run's directory")
     finetune.add_argument("--data-dir", help="GLUE's data directory (DIR/SST-2/train.tsv, ...)")
+    finetune.add_argument("--tfds-data-dir",
+                          help="or where TFDS's glue/NAME is prepared (never downloaded)")
     finetune.add_argument("--train", help="training file (classify, pair, tag)")
     finetune.add_argument("--dev", help="dev file, for early stopping (classify, pair, tag)")
     finetune.add_argument("--epochs", type=_positive_int, default=10, help="at most (10)")
@@ -278,7 +280,7 @@ def _finetune(args):
     from elmo_tf.training.finetuning import finetune
 
     results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
-                       train=args.train, dev=args.dev, epochs=args.epochs,
+                       tfds_data_dir=args.tfds_data_dir, train=args.train, dev=args.dev, epochs=args.epochs,
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm, seed=args.seed)

@@ -123,6 +123,58 @@ def read_glue(task, data_dir, split):
     return texts, (None if test else labels)
 
 
+# The text features of TFDS's `glue/NAME` datasets, in text_a, text_b order.
+_TFDS_TEXTS = {"cola": ("sentence",), "sst2": ("sentence",), "mrpc": ("sentence1", "sentence2"),
+               "qqp": ("question1", "question2"), "stsb": ("sentence1", "sentence2"),
+               "mnli": ("premise", "hypothesis"), "qnli": ("question", "sentence"),
+               "rte": ("sentence1", "sentence2"), "wnli": ("sentence1", "sentence2")}
+
+
+def read_glue_tfds(task, tfds_data_dir, split):
+    """`read_glue`'s examples from TFDS's `glue/NAME` dataset prepared in `tfds_data_dir`
+    (never downloaded: prepare it offline first, e.g. `tfds.builder("glue/sst2",
+    data_dir=D).download_and_prepare(download_config=tfds.download.DownloadConfig(
+    manual_dir=M))` with GLUE's `SST-2.zip` in M). Splits are named as in `read_glue`
+    (`dev` is TFDS's `validation`); class ids are this module's (`GLUE_TASKS[task].labels`):
+    TFDS's ids are mapped by name where the names differ in order (MNLI).
+
+    Example:
+    >>> texts, labels = read_glue_tfds("mnli", "~/tensorflow_datasets", "dev_matched")
+    """
+    spec = _task(task)
+    splits = glue_splits(task)
+    if split not in splits:
+        raise ValueError(f"GLUE {task} has the splits {splits}; got {split!r}.")
+    try:
+        import tensorflow_datasets as tfds
+    except ImportError as error:
+        raise ImportError("reading GLUE from TFDS needs tensorflow-datasets: "
+                          "pip install -e '.[data]'") from error
+    builder = tfds.builder(f"glue/{task}", data_dir=tfds_data_dir)
+    if not builder.is_prepared():
+        raise FileNotFoundError(
+            f"TFDS dataset glue/{task} is not prepared in {tfds_data_dir} (looked for "
+            f"{builder.data_dir}); prepare it offline first (see read_glue_tfds), or read "
+            "GLUE's own files with read_glue. Nothing is downloaded here.")
+    label_feature = builder.info.features["label"]
+    names = getattr(label_feature, "names", None)  # None for STS-B's scores
+    if spec.labels is None or names is None or spec.labels == ("0", "1"):
+        to_ours = None  # the same ids (TFDS's binary names are in GLUE's 0/1 order)
+    else:
+        to_ours = [spec.labels.index(name) for name in names]
+    texts, labels = [], []
+    tfds_split = split.replace("dev", "validation")
+    for example in tfds.as_numpy(builder.as_dataset(split=tfds_split, shuffle_files=False)):
+        texts.append(tuple(example[f].decode("utf-8") for f in _TFDS_TEXTS[task]))
+        label = example["label"]
+        if spec.labels is None:
+            labels.append(float(label))
+        else:
+            labels.append(int(label) if to_ours is None else to_ours[int(label)])
+    test = split.startswith("test")  # TFDS's test labels are -1: none
+    return texts, (None if test else labels)
+
+
 def _task(task):
     if task not in GLUE_TASKS:
         raise ValueError(f"unknown GLUE task {task!r}; known: {', '.join(GLUE_TASKS)}.")

@@ -25,7 +25,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
-from elmo_tf.data.glue import GLUE_TASKS, read_glue
+from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.data.labelled_text import read_labelled_text
 from elmo_tf.files import read_json, write_atomically, write_json_atomically
 from elmo_tf.metrics import scores
@@ -40,19 +40,21 @@ TASKS = PLAIN_TASKS + tuple(f"glue/{name}" for name in GLUE_TASKS)
 _EPOCH = re.compile(r"epoch-(\d+)\.weights\.h5$")
 
 
-def finetune(task, model_dir, output, *, data_dir=None, train=None, dev=None, epochs=10,
+def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
+             dev=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, seed=0, verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
 
     Args:
         task: `"glue/NAME"` (`GLUE_TASKS`: `glue/sst2`, `glue/mnli`, ...; read from
-            `data_dir`), or `"classify"` / `"pair"` (`label<TAB>text[<TAB>text_b]` files) or
+            `data_dir`, GLUE's files, or from `tfds_data_dir`, TFDS's `glue/NAME` prepared
+            there), or `"classify"` / `"pair"` (`label<TAB>text[<TAB>text_b]` files) or
             `"tag"` (CoNLL files) read from `train` and `dev`.
         model_dir: the biLM: a directory with `options.json` and `weights.hdf5` (an
             `elmo-tf train` run, or released files), ELMo or Masked ELMo.
         output: the run's directory (see the module docstring).
-        data_dir, train, dev: where the data is (see `task`).
+        data_dir, tfds_data_dir, train, dev: where the data is (see `task`).
         epochs: passes over the training set, at most, in all: the same command resumes a
             killed run, and a larger `epochs` goes on with a finished one.
         patience: epochs without a better dev score before stopping.
@@ -78,10 +80,12 @@ def finetune(task, model_dir, output, *, data_dir=None, train=None, dev=None, ep
                         ("encoder_units", encoder_units)):
         if not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer; got {value!r}.")
-    data = _read_data(task, data_dir, train, dev)  # checked before any model is built
+    # Checked before any model is built.
+    data = _read_data(task, data_dir, tfds_data_dir, train, dev)
     settings = {"task": task, "model_dir": os.path.abspath(model_dir),
                 "data": {k: os.path.abspath(v) for k, v in
-                         (("data_dir", data_dir), ("train", train), ("dev", dev)) if v},
+                         (("data_dir", data_dir), ("tfds_data_dir", tfds_data_dir),
+                          ("train", train), ("dev", dev)) if v},
                 "patience": patience, "batch_size": batch_size,
                 "learning_rate": learning_rate, "encoder_units": encoder_units,
                 "dropout": dropout, "fine_tune_bilm": bool(fine_tune_bilm), "seed": seed}
@@ -166,23 +170,26 @@ def _save_model(model, path):
             os.remove(staged)
 
 
-def _read_data(task, data_dir, train, dev):
+def _read_data(task, data_dir, tfds_data_dir, train, dev):
     """{"train": (texts, labels), "dev": ..., "labels": names or None, "metrics": [...]}."""
     if task.startswith("glue/"):
         name = task[len("glue/"):]
-        if data_dir is None or train or dev:
-            raise ValueError(f"{task} reads GLUE's files from --data-dir (not --train/--dev).")
+        if (data_dir is None) == (tfds_data_dir is None) or train or dev:
+            raise ValueError(f"{task} reads GLUE's files from --data-dir, or TFDS's glue/{name} "
+                             "from --tfds-data-dir (one of them; not --train/--dev).")
         spec = GLUE_TASKS[name]
         dev_splits = list(spec.dev_files)
-        data = {"train": read_glue(name, data_dir, "train"),
-                "dev": read_glue(name, data_dir, dev_splits[0]),
+        read = (lambda split: read_glue(name, data_dir, split)) if data_dir else \
+            (lambda split: read_glue_tfds(name, tfds_data_dir, split))
+        data = {"train": read("train"), "dev": read(dev_splits[0]),
                 "labels": list(spec.labels) if spec.labels else None,
                 "metrics": list(spec.metrics)}
         if len(dev_splits) > 1:
-            data["dev_mismatched"] = read_glue(name, data_dir, dev_splits[1])
+            data["dev_mismatched"] = read(dev_splits[1])
         return data
-    if train is None or dev is None or data_dir:
-        raise ValueError(f"task {task!r} reads --train and --dev files (not --data-dir).")
+    if train is None or dev is None or data_dir or tfds_data_dir:
+        raise ValueError(f"task {task!r} reads --train and --dev files (not --data-dir or "
+                         "--tfds-data-dir).")
     if task == "tag":
         (train_tokens, train_tags), (dev_tokens, dev_tags) = read_conll(train), read_conll(dev)
         names = sorted({t for tags in train_tags for t in tags})

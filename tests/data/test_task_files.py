@@ -142,3 +142,31 @@ def test_labelled_text_single_and_pairs(tmp_path):
     path.write_text("\tno label\n")
     with pytest.raises(ValueError, match="with an empty label; expected label<TAB>text"):
         read_labelled_text(path)
+
+
+def test_glue_from_a_prepared_tfds_dataset(tmp_path):
+    """TFDS's `glue/mnli` layout (features, label names in TFDS's order), prepared here from a
+    few rows: its labels come back as this package's ids, mapped by name."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    from elmo_tf.data.glue import read_glue_tfds
+
+    features = tfds.features.FeaturesDict({
+        "premise": tfds.features.Text(), "hypothesis": tfds.features.Text(),
+        "label": tfds.features.ClassLabel(names=["entailment", "neutral", "contradiction"]),
+        "idx": tf.int32})
+    rows = tf.data.Dataset.from_tensor_slices({
+        "premise": ["A man sleeps .", "It rains ."], "hypothesis": ["He rests .", "It is dry ."],
+        "label": [0, 2], "idx": [0, 1]})
+    tfds.dataset_builders.TfDataBuilder(
+        name="glue", config="mnli", version="2.0.0", data_dir=str(tmp_path), features=features,
+        split_datasets={"train": rows, "validation_matched": rows,
+                        "validation_mismatched": rows.take(1)}).download_and_prepare()
+    texts, labels = read_glue_tfds("mnli", tmp_path, "train")
+    assert texts == [("A man sleeps .", "He rests ."), ("It rains .", "It is dry .")]
+    assert [GLUE_TASKS["mnli"].labels[k] for k in labels] == ["entailment", "contradiction"]
+    assert len(read_glue_tfds("mnli", tmp_path, "dev_mismatched")[0]) == 1
+    with pytest.raises(FileNotFoundError, match="glue/rte is not prepared in .*Nothing is "
+                                                "downloaded"):
+        read_glue_tfds("rte", tmp_path, "train")
