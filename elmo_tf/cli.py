@@ -188,6 +188,9 @@ def _parser():
                           help="or where TFDS's glue/NAME is prepared (never downloaded)")
     finetune.add_argument("--train", help="training file (classify, pair, tag)")
     finetune.add_argument("--dev", help="dev file, for early stopping (classify, pair, tag)")
+    finetune.add_argument("--tokenizer", choices=["whitespace", "wordpunct"],
+                          help="how raw text becomes tokens (default: as the biLM's corpus was "
+                               "tokenized, from its run.json; else whitespace)")
     finetune.add_argument("--epochs", type=_positive_int, default=10, help="at most (10)")
     finetune.add_argument("--patience", type=_positive_int, default=3,
                           help="epochs without a better dev score before stopping (3)")
@@ -280,7 +283,8 @@ def _finetune(args):
     from elmo_tf.training.finetuning import finetune
 
     results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
-                       tfds_data_dir=args.tfds_data_dir, train=args.train, dev=args.dev, epochs=args.epochs,
+                       tfds_data_dir=args.tfds_data_dir, train=args.train,
+                       tokenizer=args.tokenizer, dev=args.dev, epochs=args.epochs,
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm, seed=args.seed)

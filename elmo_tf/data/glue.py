@@ -104,7 +104,9 @@ def read_glue(task, data_dir, split):
                                 f"DATA_DIR/{spec.directory}/{name}).")
     test = split.startswith("test")
     columns = spec.test_text_columns if test else spec.text_columns
-    needed = max(*columns, -1 if test else spec.label_column) + 1
+    # A label in the last column (MNLI) comes after the texts.
+    label = -1 if test else (spec.label_column if spec.label_column >= 0 else max(columns) + 1)
+    needed = max(*columns, label) + 1
     texts, labels = [], []
     with open(path, encoding="utf-8", newline="") as f:
         for number, line in enumerate(f, start=1):

@@ -39,9 +39,9 @@ def read_labelled_text(path, pairs=False):
                 continue
             fields = line.split("\t")
             if len(fields) != expected or not fields[0].strip():
+                empty = " with an empty label" if not fields[0].strip() else ""
                 raise ValueError(f"{path}, line {number}: {len(fields)} tab-separated "
-                                 f"field(s){' with an empty label' if not fields[0].strip() else ''}"
-                                 f"; expected {layout}.")
+                                 f"field(s){empty}; expected {layout}.")
             labels.append(fields[0].strip())
             texts.append(tuple(fields[1:]))
     if not labels:

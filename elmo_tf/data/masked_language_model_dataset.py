@@ -34,9 +34,9 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
                                   max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
     """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`.
 
-    Sentence mode: every sentence is one row (the backbone adds `<S>`/`</S>` itself), right-padded to the
-    longest of its batch. Its tokens are masked BERT's way (`MaskTokens`): `rate` of them
-    selected, 80 % replaced by the mask token, 10 % by a random word, 10 % kept
+    Sentence mode: every sentence is one row (the backbone adds `<S>`/`</S>` itself),
+    right-padded to the longest of its batch. Its tokens are masked BERT's way (`MaskTokens`):
+    `rate` of them selected, 80 % replaced by the mask token, 10 % by a random word, 10 % kept
     (`elmo_tf.ops.masking.mask_tokens`).
 
     Mask accumulation (`masks_per_sentence = K`): each sentence appears K times in a row of
@@ -75,7 +75,8 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         seed: shuffle and masking seed.
         replicas: stream mode: split every batch into this many consecutive equal parts, one
             element each, each laid out as above (for `tf.distribute`: a replica then always
-            gets the same rows).
+            gets the same rows). With an even number of rows per replica, the batch holds the
+            same rows, read the same ways, whatever the number of replicas.
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
         pad_to_buckets: pad each batch's time axis to its shape bucket
             (`elmo_tf.ops.chunking.shape_bucket`: under 25 % more, four sizes per doubling), so

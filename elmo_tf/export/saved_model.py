@@ -61,17 +61,17 @@ def export_saved_model(embedding, export_base, version=None):
     """
     _check_exportable(embedding)
     module, signatures = _serving_module(embedding)
-    # The variables, and a few MB of graph.
-    return save_version(module, signatures, export_base, version,
-                        variables_bytes(embedding.weights) + 16 * 2**20)
+    return save_version(module, signatures, export_base, version, embedding.weights)
 
 
-def save_version(module, signatures, export_base, version, needed_bytes):
+def save_version(module, signatures, export_base, version, weights):
     """`tf.saved_model.save(module, ...)` into a new version directory of `export_base` (the
     next one by default), atomically: written to a temporary directory beside it (locked while
     written; TF Serving skips names that start with a dot), then renamed. Checks first that the
-    disk has `needed_bytes` free; a failed write is an `OSError` naming the SavedModel and
-    leaves nothing behind. Returns the version directory's path."""
+    disk has room for `weights` (the variables the SavedModel holds) and a few MB of graph; a
+    failed write is an `OSError` naming the SavedModel and leaves nothing behind. Returns the
+    version directory's path."""
+    needed_bytes = variables_bytes(weights) + 16 * 2**20
     export_base = os.fspath(export_base)
     os.makedirs(export_base, exist_ok=True)
     if version is None:

@@ -3,7 +3,6 @@
 import tensorflow as tf
 
 from elmo_tf.export.saved_model import save_version
-from elmo_tf.files import variables_bytes
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger
 from elmo_tf.models.downstream.downstream_task import DownstreamTask
 
@@ -71,5 +70,4 @@ def export_task_model(model, export_base, version=None):
     module = tf.Module()
     module.model = model
     module.model_variables = [v.value for v in model.variables]  # the tf.Variables the graph reads
-    return save_version(module, {"serving_default": serve}, export_base, version,
-                        variables_bytes(model.weights) + 16 * 2**20)
+    return save_version(module, {"serving_default": serve}, export_base, version, model.weights)

@@ -10,8 +10,9 @@ A fine-tuning run lives in its output directory:
   (the best epoch's model, which `predict` and `keras.saving.load_model` read) and
   `dev_metrics.json`.
 
-Killed, the same command resumes after the last finished epoch, with the same batches the
-uninterrupted run would have seen (each epoch's order depends only on the seed and the epoch).
+Killed, the same command resumes after the last finished epoch, with the batches and dropout
+draws the uninterrupted run would have had (each epoch's depend only on the seed and the
+epoch).
 """
 
 import glob
@@ -23,7 +24,9 @@ import re
 import keras
 import numpy as np
 import tensorflow as tf
+from keras.src.saving import saving_lib
 
+from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.conll import read_conll
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.data.labelled_text import read_labelled_text
@@ -41,7 +44,7 @@ _EPOCH = re.compile(r"epoch-(\d+)\.weights\.h5$")
 
 
 def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
-             dev=None, epochs=10,
+             dev=None, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, seed=0, verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
@@ -55,8 +58,12 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             `elmo-tf train` run, or released files), ELMo or Masked ELMo.
         output: the run's directory (see the module docstring).
         data_dir, tfds_data_dir, train, dev: where the data is (see `task`).
+        tokenizer: how raw text becomes tokens (`"whitespace"` or `"wordpunct"`); by default
+            the one the biLM was pre-trained with (its `run.json`), else whitespace. A tagger
+            reads CoNLL tokens and always splits on whitespace.
         epochs: passes over the training set, at most, in all: the same command resumes a
-            killed run, and a larger `epochs` goes on with a finished one.
+            killed run, and a larger `epochs` goes on with a run that used all of its epochs
+            (not with one that stopped early).
         patience: epochs without a better dev score before stopping.
         batch_size, learning_rate: Adam's batches and step size.
         encoder_units, dropout: the task model's BiLSTM size and its dropout (the scalar mix's
@@ -76,17 +83,18 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     """
     if task not in TASKS:
         raise ValueError(f"unknown task {task!r}; accepted: {', '.join(TASKS)}.")
-    for name, value in (("epochs", epochs), ("patience", patience), ("batch_size", batch_size),
-                        ("encoder_units", encoder_units)):
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+    check_positive_ints(epochs=epochs, patience=patience, batch_size=batch_size,
+                        encoder_units=encoder_units)
     # Checked before any model is built.
     data = _read_data(task, data_dir, tfds_data_dir, train, dev)
+    if task == "tag":
+        tokenizer = "whitespace"  # CoNLL tokens, joined with spaces
+    tokenizer = tokenizer or _pretraining_tokenizer(model_dir)
     settings = {"task": task, "model_dir": os.path.abspath(model_dir),
                 "data": {k: os.path.abspath(v) for k, v in
                          (("data_dir", data_dir), ("tfds_data_dir", tfds_data_dir),
                           ("train", train), ("dev", dev)) if v},
-                "patience": patience, "batch_size": batch_size,
+                "tokenizer": tokenizer, "patience": patience, "batch_size": batch_size,
                 "learning_rate": learning_rate, "encoder_units": encoder_units,
                 "dropout": dropout, "fine_tune_bilm": bool(fine_tune_bilm), "seed": seed}
     record_file = os.path.join(output, "run.json")
@@ -96,7 +104,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         raise ValueError(f"{record_file} holds another fine-tuning run (it differs in "
                          f"{', '.join(differing)}); give another --output.")
     keras.utils.set_random_seed(seed)
-    model = _build(task, model_dir, data["labels"], encoder_units, dropout, fine_tune_bilm)
+    model = _build(task, model_dir, data["labels"], tokenizer, encoder_units, dropout,
+                   fine_tune_bilm)
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=_loss(model))
     model.optimizer.build(model.trainable_variables)
     record = record or {"settings": settings, "labels": model.labels, "epochs": []}
@@ -112,10 +121,15 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         model.fit(_epochs(data["train"], task, batch_size, seed, done, epochs),
                   initial_epoch=done, epochs=epochs, steps_per_epoch=steps, verbose=verbose,
                   callbacks=[_DevScore(data, task, batch_size, record, record_file,
-                                       checkpoints, output, patience, metric)])
+                                       checkpoints, output, patience, metric, seed)])
     best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
     model.load_weights(os.path.join(output, "best.weights.h5"))
-    write_atomically(os.path.join(output, "model.keras"), lambda tmp: _save_model(model, tmp))
+    def write_model(tmp):
+        # Keras's .keras writer, on a file object (its public `save` insists on the suffix).
+        with open(tmp, "wb") as f:
+            saving_lib.save_model(model, f)
+
+    write_atomically(os.path.join(output, "model.keras"), write_model)
     results = {"dev": record["epochs"][best], "best_epoch": best + 1,
                "epochs": len(record["epochs"]), "output": output}
     if "dev_mismatched" in data:
@@ -158,16 +172,6 @@ def predict(model_dir, lines, batch_size=64):
             else:
                 out.append(model.labels[int(row.argmax())])
     return out
-
-
-def _save_model(model, path):
-    staged = path + ".keras"  # Keras insists on the suffix
-    try:
-        model.save(staged)
-        os.replace(staged, path)
-    finally:
-        if os.path.exists(staged):
-            os.remove(staged)
 
 
 def _read_data(task, data_dir, tfds_data_dir, train, dev):
@@ -229,7 +233,19 @@ def _check_known(path, found, names, what):
                          f"(training {what}: {names[:20]}).")
 
 
-def _build(task, model_dir, labels, encoder_units, dropout, fine_tune_bilm):
+def _pretraining_tokenizer(model_dir):
+    """The tokenizer an `elmo-tf train` run read its corpus with (whitespace otherwise)."""
+    record = os.path.join(model_dir, "run.json")
+    if os.path.isfile(record):
+        return read_json(record).get("settings", {}).get("tokenizer") or "whitespace"
+    return "whitespace"
+
+
+def _is_pair(task):
+    return task == "pair" or (task.startswith("glue/") and GLUE_TASKS[task[5:]].is_pair)
+
+
+def _build(task, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm):
     for name in ("options.json", "weights.hdf5"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise FileNotFoundError(f"--model {model_dir} lacks {name} (an `elmo-tf train` "
@@ -240,11 +256,11 @@ def _build(task, model_dir, labels, encoder_units, dropout, fine_tune_bilm):
     if task == "tag":
         return SequenceTagger(embedding, tags=labels, encoder_units=encoder_units,
                               dropout=dropout)
-    if task == "pair" or (task.startswith("glue/") and GLUE_TASKS[task[5:]].is_pair):
-        return SentencePairClassifier(embedding, labels=labels, encoder_units=encoder_units,
-                                      dropout=dropout)
-    return TextClassifier(embedding, labels=labels, encoder_units=encoder_units,
-                          dropout=dropout)
+    if _is_pair(task):
+        return SentencePairClassifier(embedding, labels=labels, tokenizer=tokenizer,
+                                      encoder_units=encoder_units, dropout=dropout)
+    return TextClassifier(embedding, labels=labels, tokenizer=tokenizer,
+                          encoder_units=encoder_units, dropout=dropout)
 
 
 def _loss(model):
@@ -265,8 +281,7 @@ def _epochs(examples, task, batch_size, seed, first, last):
     """The batches of epochs `first..last-1`: each epoch's order depends only on the seed and
     the epoch, so a resumed run sees what an uninterrupted one does."""
     texts, labels = examples
-    pair = task == "pair" or (task.startswith("glue/") and GLUE_TASKS[task[5:]].is_pair)
-    x = _inputs(pair, texts)
+    x = _inputs(_is_pair(task), texts)
     y = (tf.ragged.constant(labels, tf.int32) if task == "tag"
          else tf.constant(labels, tf.float32 if isinstance(labels[0], float) else tf.int32))
     n = len(labels)
@@ -286,14 +301,18 @@ def _dense(labels):
 
 def _score(model, task, examples, batch_size, metrics):
     texts, gold = examples
-    x = _inputs(isinstance(model, SentencePairClassifier), texts)
-    logits = model.predict(x, batch_size=batch_size, verbose=0)
+    pair = isinstance(model, SentencePairClassifier)
+    # Batch by batch: a tagger's batches have different widths.
+    logits = [row for start in range(0, len(texts), batch_size)
+              for row in np.asarray(model.predict_on_batch(
+                  _inputs(pair, texts[start:start + batch_size])))]
     if isinstance(model, SequenceTagger):
         predicted = [list(row[:len(g)].argmax(-1)) for row, g in zip(logits, gold)]
         names = model.tags
         gold_tags = [[names[k] for k in g] for g in gold]
         predicted_tags = [[names[k] for k in p] for p in predicted]
         return {m: getattr(scores, m)(gold_tags, predicted_tags) for m in metrics}
+    logits = np.stack(logits)
     predicted = logits[:, 0] if model.labels is None else logits.argmax(-1)
     return {m: getattr(scores, m)(np.asarray(gold), predicted) for m in metrics}
 
@@ -313,12 +332,21 @@ class _DevScore(keras.callbacks.Callback):
     without a better main score."""
 
     def __init__(self, data, task, batch_size, record, record_file, checkpoints, output,
-                 patience, metric):
+                 patience, metric, seed):
         super().__init__()
+        self.seed = seed
         self.data, self.task, self.batch_size = data, task, batch_size
         self.record, self.record_file = record, record_file
         self.checkpoints, self.output = checkpoints, output
         self.patience, self.metric = patience, metric
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # Keras saves no random state with the weights: every epoch's dropout draws start from
+        # the seed and the epoch alone, so a resumed run draws what an uninterrupted one does.
+        seeds = [v for v in self.model.variables if v.name == "seed_generator_state"]
+        for index, state in enumerate(seeds):
+            state.assign(np.array([(self.seed * 1_000_003 + epoch * 7919 + index) % 2**31, 0],
+                                  dtype=state.dtype))
 
     def on_epoch_end(self, epoch, logs=None):
         dev = _score(self.model, self.task, self.data["dev"], self.batch_size,

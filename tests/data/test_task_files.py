@@ -103,6 +103,13 @@ def test_glue_errors_name_the_file_the_line_and_what_is_expected(glue_dir, tmp_p
     with pytest.raises(ValueError, match=r"line 2: label 'maybe'; GLUE rte's labels are "
                                          r"\['entailment', 'not_entailment'\]"):
         read_glue("rte", tmp_path, "train")
+    (tmp_path / "MNLI").mkdir()
+    header = "\t".join(f"c{i}" for i in range(12))
+    (tmp_path / "MNLI" / "train.tsv").write_text(header + "\n" + "\t".join("x" * 10) + "\n")
+    with pytest.raises(ValueError, match=r"line 2: 10 tab-separated columns; GLUE mnli "
+                                         r"train/dev lines have at least 11 .*the label in the "
+                                         r"last column"):
+        read_glue("mnli", tmp_path, "train")
     with pytest.raises(FileNotFoundError, match=r"DATA_DIR/RTE/dev.tsv"):
         read_glue("rte", tmp_path, "dev")
     with pytest.raises(ValueError, match=r"has the splits \['train', 'dev_matched', "

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from elmo_tf import cli
+from tests.training import h5_values
 
 GOOD = ["a good film", "good fun", "so good", "good and fine", "very good", "good ."]
 BAD = ["a bad film", "bad fun", "so bad", "bad and dull", "very bad", "bad ."]
@@ -36,7 +37,9 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
     dev.write_text("pos\tgood stuff\nneg\tbad stuff\n")
-    common = ["--task", "classify", "--train", str(train), "--dev", str(dev), "--model", bilm]
+    # Dropout on: a resumed run must draw what the uninterrupted one drew.
+    common = ["--task", "classify", "--train", str(train), "--dev", str(dev), "--model", bilm,
+              "--dropout", "0.3"]
     out = _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--epochs", "6")
     assert "best epoch" in out and "dev accuracy" in out
     whole = json.loads((tmp_path / "whole" / "dev_metrics.json").read_text())
@@ -49,6 +52,12 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     assert len(record["epochs"]) == len(whole_record["epochs"])
     for a, b in zip(record["epochs"], whole_record["epochs"]):
         assert a == pytest.approx(b, abs=1e-6)
+    last = f"checkpoints/epoch-{len(record['epochs']):03d}.weights.h5"
+    parts = h5_values(tmp_path / "parts" / last)
+    whole_weights = h5_values(tmp_path / "whole" / last)
+    assert parts.keys() == whole_weights.keys()
+    for key, value in whole_weights.items():
+        np.testing.assert_allclose(parts[key], value, atol=1e-6, err_msg=key)
     lines = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path)
     assert len(lines) == 3 and set(lines) <= {"pos", "neg"}
     # Another setting in the same directory is refused, naming it.
@@ -90,7 +99,9 @@ def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
     conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
         "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
     (tmp_path / "train.conll").write_text(conll * 3)
-    (tmp_path / "dev.conll").write_text(conll)
+    # Dev batches (4 sentences) of different widths.
+    long = "".join(f"{w} O\n" for w in "the big one ran off far".split())
+    (tmp_path / "dev.conll").write_text(conll * 3 + "\n" + long)
     out = _finetune(capsys, "--task", "tag", "--train", str(tmp_path / "train.conll"), "--dev",
                     str(tmp_path / "dev.conll"), "--model", bilm, "--output",
                     str(tmp_path / "tagger"), "--epochs", "2")
