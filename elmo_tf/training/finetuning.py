@@ -124,6 +124,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                                        checkpoints, output, patience, metric, seed)])
     best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
     model.load_weights(os.path.join(output, "best.weights.h5"))
+
     def write_model(tmp):
         # Keras's .keras writer, on a file object (its public `save` insists on the suffix).
         with open(tmp, "wb") as f:
