@@ -39,13 +39,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.inference import machine, versions  # noqa: E402
 from elmo_tf.data import masked_language_model_dataset, read_corpus  # noqa: E402
 from elmo_tf.data.generated_corpus import write_generated_corpus  # noqa: E402
-from elmo_tf.data.vocabulary import Vocabulary  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.models import (  # noqa: E402
     ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoLanguageModel)
@@ -158,22 +156,30 @@ def train_and_evaluate(corpus, vocabulary, heldout, steps, seed, stream_rows=Non
     return float(model.evaluate(heldout, verbose=0, return_dict=True)["perplexity"]), seconds
 
 
-def ablation(steps, seeds, ks):
-    corpus, vocabulary, heldout = ablation_data()
-    results = {"recipe": "tiny_masked", "steps": steps, "batch_size": 32, "runs": []}
-    for k in ks:
+def compare(data, steps, seeds, field, variants):
+    """`tiny_masked` trained with each of `variants` (a value of `field` -> options of
+    `train_and_evaluate`) and each seed, on `data` (`ablation_data()`): `(runs, median
+    perplexity by variant)`."""
+    corpus, vocabulary, heldout = data
+    runs = []
+    for value, options in variants.items():
         for seed in seeds:
             perplexity, seconds = train_and_evaluate(corpus, vocabulary, heldout, steps, seed,
-                                                     masks_per_sentence=k)
-            results["runs"].append({"masks_per_sentence": k, "seed": seed,
-                                    "heldout_masked_lm_perplexity": perplexity,
-                                    "train_seconds": seconds})
-            print(f"K={k} seed={seed}: perplexity {perplexity:.2f} ({seconds:.0f} s)",
-                  flush=True)
-    results["median_by_k"] = {
-        str(k): float(np.median([r["heldout_masked_lm_perplexity"] for r in results["runs"]
-                                 if r["masks_per_sentence"] == k])) for k in ks}
-    return results
+                                                     **options)
+            runs.append({field: value, "seed": seed,
+                         "heldout_masked_lm_perplexity": perplexity, "train_seconds": seconds})
+            print(f"{field} {value}, seed {seed}: perplexity {perplexity:.2f} "
+                  f"({seconds:.0f} s)", flush=True)
+    medians = {str(value): float(np.median([r["heldout_masked_lm_perplexity"] for r in runs
+                                            if r[field] == value])) for value in variants}
+    return runs, medians
+
+
+def ablation(steps, seeds, ks):
+    runs, medians = compare(ablation_data(), steps, seeds, "masks_per_sentence",
+                            {k: {"masks_per_sentence": k} for k in ks})
+    return {"recipe": "tiny_masked", "steps": steps, "batch_size": 32, "runs": runs,
+            "median_by_k": medians}
 
 
 class ZeroStateEveryBatch(keras.callbacks.Callback):
@@ -182,36 +188,24 @@ class ZeroStateEveryBatch(keras.callbacks.Callback):
 
 
 def tbptt_ablation(steps, seeds):
-    corpus, vocabulary, heldout = ablation_data()
+    data = ablation_data()
+    corpus, vocabulary, _ = data
     sentence_batches = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
                                                      batch_size=32, seed=0)
     # The LSTMs run a sentence batch over its longest row plus <S> and </S>.
     lengths = [int(y["targets"].shape[1]) + 2 for _, y in sentence_batches.take(200)]
     window = int(round(float(np.mean(lengths))))
-    variants = {
+    runs, medians = compare(data, steps, seeds, "batches", {
         "sentence": {"mode": "sentence"},
         "stream, state carried both ways": {"mode": "stream", "window": window,
                                             "stream_rows": 32},
         "stream, zero state every batch": {"mode": "stream", "window": window,
                                            "stream_rows": 32,
                                            "callbacks": [ZeroStateEveryBatch()]},
-    }
-    results = {"recipe": "tiny_masked", "steps": steps, "rows": 32,
-               "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
-                                      "stream window": window}, "runs": []}
-    for name, options in variants.items():
-        for seed in seeds:
-            perplexity, seconds = train_and_evaluate(corpus, vocabulary, heldout, steps, seed,
-                                                     **options)
-            results["runs"].append({"batches": name, "seed": seed,
-                                    "heldout_masked_lm_perplexity": perplexity,
-                                    "train_seconds": seconds})
-            print(f"{name}, seed {seed}: perplexity {perplexity:.2f} ({seconds:.0f} s)",
-                  flush=True)
-    results["median"] = {
-        name: float(np.median([r["heldout_masked_lm_perplexity"] for r in results["runs"]
-                               if r["batches"] == name])) for name in variants}
-    return results
+    })
+    return {"recipe": "tiny_masked", "steps": steps, "rows": 32,
+            "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
+                                   "stream window": window}, "runs": runs, "median": medians}
 
 
 def main():

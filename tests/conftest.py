@@ -89,3 +89,23 @@ def assert_serializable(layer, *inputs):
             assert got.dtype == want.dtype
             np.testing.assert_array_equal(got, want)
     return restored
+
+
+def kill_when(process, condition, timeout):
+    """Kills `process` (SIGKILL) as soon as `condition()` holds, polling every few
+    milliseconds; kills it anyway after `timeout` seconds; waits for it to end. The caller
+    checks `process.returncode == -signal.SIGKILL` (it was killed, not finished first)."""
+    import signal
+    import time
+
+    deadline = time.monotonic() + timeout
+    try:
+        while process.poll() is None and time.monotonic() < deadline:
+            if condition():
+                process.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.002)
+    finally:
+        if process.poll() is None and time.monotonic() >= deadline:
+            process.kill()
+        process.wait()

@@ -20,7 +20,7 @@ import pytest
 
 from elmo_tf import cli
 from elmo_tf.training import run_directory
-from tests.conftest import CPU_ONLY_ENV
+from tests.conftest import CPU_ONLY_ENV, kill_when
 
 
 def _cli_error(capsys, *argv):
@@ -164,18 +164,9 @@ def _killed_while_writing(command, directory, temporary, timeout=300):
     directory holds."""
     process = subprocess.Popen(command, env=dict(os.environ, **CPU_ONLY_ENV),
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + timeout
-    try:
-        while process.poll() is None and time.monotonic() < deadline:
-            if os.path.isdir(directory) and any(re.fullmatch(temporary, name)
-                                                for name in os.listdir(directory)):
-                process.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.002)
-    finally:
-        if process.poll() is None and time.monotonic() >= deadline:
-            process.kill()
-        _, err = process.communicate()
+    kill_when(process, lambda: os.path.isdir(directory) and any(
+        re.fullmatch(temporary, name) for name in os.listdir(directory)), timeout)
+    _, err = process.communicate()
     assert process.returncode == -signal.SIGKILL, (
         f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")
     return sorted(os.listdir(directory))

@@ -10,13 +10,12 @@ import re
 import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
 import pytest
 
-from tests.conftest import CPU_ONLY_ENV
+from tests.conftest import CPU_ONLY_ENV, kill_when
 from tests.training import MODEL, RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -70,17 +69,7 @@ def resumed(request, tmp_path_factory, corpus):
         killed = subprocess.Popen(_command(recipe, corpus["train"], output), cwd=ROOT, env=ENV,
                                   stdout=log, stderr=subprocess.STDOUT)
     checkpoints = output / "checkpoints"
-    deadline = time.monotonic() + 180
-    try:
-        while killed.poll() is None and time.monotonic() < deadline:
-            if _checkpoint_steps(checkpoints):
-                killed.send_signal(signal.SIGKILL)
-                break
-            time.sleep(0.005)
-    finally:
-        if killed.poll() is None and time.monotonic() >= deadline:
-            killed.kill()
-        killed.wait()
+    kill_when(killed, lambda: _checkpoint_steps(checkpoints), timeout=180)
     log = (base / "killed.log").read_text(errors="replace")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run ended (exit {killed.returncode}) before it could be killed:\n{log[-3000:]}")
