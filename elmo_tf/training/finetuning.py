@@ -120,7 +120,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         steps = math.ceil(len(data["train"][1]) / batch_size)
         model.fit(_epochs(data["train"], task, batch_size, seed, done, epochs),
                   initial_epoch=done, epochs=epochs, steps_per_epoch=steps, verbose=verbose,
-                  callbacks=[_DevScore(data, task, batch_size, record, record_file,
+                  callbacks=[_DevScore(data, batch_size, record, record_file,
                                        checkpoints, output, patience, metric, seed)])
     best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
     model.load_weights(os.path.join(output, "best.weights.h5"))
@@ -134,7 +134,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     results = {"dev": record["epochs"][best], "best_epoch": best + 1,
                "epochs": len(record["epochs"]), "output": output}
     if "dev_mismatched" in data:
-        results["dev_mismatched"] = _score(model, task, data["dev_mismatched"], batch_size,
+        results["dev_mismatched"] = _score(model, data["dev_mismatched"], batch_size,
                                            data["metrics"])
     write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
     return results
@@ -150,28 +150,20 @@ def predict(model_dir, lines, batch_size=64):
         raise FileNotFoundError(f"no fine-tuned model at {path} (finetune writes "
                                 "OUTPUT/model.keras when it ends).")
     model = keras.saving.load_model(path)
-    pair = isinstance(model, SentencePairClassifier)
+    texts = lines
+    if isinstance(model, SentencePairClassifier):
+        texts = [tuple(line.split("\t")) for line in lines]
+        bad = [number for number, fields in enumerate(texts, start=1) if len(fields) != 2]
+        if bad:
+            raise ValueError(f"line {bad[0]}: a pair model reads text_a<TAB>text_b per line.")
     out = []
-    for start in range(0, len(lines), batch_size):
-        chunk = lines[start:start + batch_size]
-        if pair:
-            fields = [line.split("\t") for line in chunk]
-            bad = [start + i + 1 for i, f in enumerate(fields) if len(f) != 2]
-            if bad:
-                raise ValueError(f"line {bad[0]}: a pair model reads text_a<TAB>text_b per "
-                                 "line.")
-            x = {"text_a": tf.constant([f[0] for f in fields]),
-                 "text_b": tf.constant([f[1] for f in fields])}
+    for line, row in zip(lines, _logits(model, texts, batch_size)):
+        if isinstance(model, SequenceTagger):
+            out.append(" ".join(model.tags[k] for k in row[:len(line.split())].argmax(-1)))
+        elif model.labels is None:
+            out.append(f"{float(row[0]):.6g}")
         else:
-            x = tf.constant(chunk, tf.string)
-        logits = model.predict_on_batch(x)
-        for line, row in zip(chunk, np.asarray(logits)):
-            if isinstance(model, SequenceTagger):
-                out.append(" ".join(model.tags[k] for k in row[:len(line.split())].argmax(-1)))
-            elif model.labels is None:
-                out.append(f"{float(row[0]):.6g}")
-            else:
-                out.append(model.labels[int(row.argmax())])
+            out.append(model.labels[int(row.argmax())])
     return out
 
 
@@ -300,13 +292,18 @@ def _dense(labels):
     return labels.to_tensor(0) if isinstance(labels, tf.RaggedTensor) else labels
 
 
-def _score(model, task, examples, batch_size, metrics):
-    texts, gold = examples
+def _logits(model, texts, batch_size):
+    """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
+    have different widths)."""
     pair = isinstance(model, SentencePairClassifier)
-    # Batch by batch: a tagger's batches have different widths.
-    logits = [row for start in range(0, len(texts), batch_size)
-              for row in np.asarray(model.predict_on_batch(
-                  _inputs(pair, texts[start:start + batch_size])))]
+    return [row for start in range(0, len(texts), batch_size)
+            for row in np.asarray(model.predict_on_batch(
+                _inputs(pair, texts[start:start + batch_size])))]
+
+
+def _score(model, examples, batch_size, metrics):
+    texts, gold = examples
+    logits = _logits(model, texts, batch_size)
     if isinstance(model, SequenceTagger):
         predicted = [list(row[:len(g)].argmax(-1)) for row, g in zip(logits, gold)]
         names = model.tags
@@ -332,11 +329,11 @@ class _DevScore(keras.callbacks.Callback):
     checkpoints the model and optimizer, records the epoch, and stops after `patience` epochs
     without a better main score."""
 
-    def __init__(self, data, task, batch_size, record, record_file, checkpoints, output,
-                 patience, metric, seed):
+    def __init__(self, data, batch_size, record, record_file, checkpoints, output, patience,
+                 metric, seed):
         super().__init__()
         self.seed = seed
-        self.data, self.task, self.batch_size = data, task, batch_size
+        self.data, self.batch_size = data, batch_size
         self.record, self.record_file = record, record_file
         self.checkpoints, self.output = checkpoints, output
         self.patience, self.metric = patience, metric
@@ -350,7 +347,7 @@ class _DevScore(keras.callbacks.Callback):
                                   dtype=state.dtype))
 
     def on_epoch_end(self, epoch, logs=None):
-        dev = _score(self.model, self.task, self.data["dev"], self.batch_size,
+        dev = _score(self.model, self.data["dev"], self.batch_size,
                      self.data["metrics"])
         history = [e[self.metric] for e in self.record["epochs"]]
         if not history or dev[self.metric] > max(history):
