@@ -23,11 +23,19 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   run them (padding and the two boundaries included), so both read the same number of LSTM
   steps (equal recurrent compute); three seeds each, the same held-out perplexity.
 
+* cells: Masked ELMo with ELMo's clipped projected cell (clips 3), the clip-free projected
+  cell (the presets'), and the clip-free cell without projection (C = P, the nearest backbone
+  parameter count; its wider output also widens the softmax's input), at equal backbone
+  parameters: training speed (the speed part's batch, encoder and C = 416; steps alternated,
+  medians of 5 repeats of 5 steps) and, on `tiny_masked`'s shape, the held-out masked-LM
+  perplexity after the same 300 steps of 32 rows on the built-in corpus, seeds 0, 1, 2.
+
 Writes `bench/results/masked_elmo-cpu.json` (machine, versions, command, every figure);
 `--only PART` runs one part and keeps the file's other parts.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -67,8 +75,8 @@ def elmo_model():
     return model
 
 
-def masked_model(lstm_dim):
-    config = ElmoConfig(lstm_dim=lstm_dim, fully_bidirectional=True, **ENCODER)
+def masked_model(lstm_dim, **cell):
+    config = ElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, "fully_bidirectional": True, **cell})
     model = MaskedElmoLanguageModel(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY,
                                     NEGATIVES)
     model.compile(optimizer=optimizer())
@@ -138,14 +146,14 @@ def ablation_data():
 
 
 def train_and_evaluate(corpus, vocabulary, heldout, steps, seed, stream_rows=None,
-                       callbacks=(), **data_options):
-    """`tiny_masked` trained `steps` steps on `masked_language_model_dataset(**data_options)`;
-    (held-out masked-LM perplexity, seconds)."""
+                       callbacks=(), config=None, **data_options):
+    """`tiny_masked` (or `config`) trained `steps` steps on
+    `masked_language_model_dataset(**data_options)`; (held-out masked-LM perplexity, seconds)."""
     recipe = Recipe.from_name("tiny_masked")
     keras.utils.set_random_seed(seed)
     model = MaskedElmoLanguageModel(
-        MaskedElmoBackbone.from_preset("tiny_masked", stream_rows=stream_rows,
-                                       dropout=recipe.dropout),
+        MaskedElmoBackbone(config or recipe.model, stream_rows=stream_rows,
+                           dropout=recipe.dropout),
         len(vocabulary), num_negatives=recipe.num_negatives)
     model.compile(optimizer=optimizer())
     data = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
@@ -208,10 +216,80 @@ def tbptt_ablation(steps, seeds):
                                    "stream window": window}, "runs": runs, "median": medians}
 
 
+def no_projection_size(target, parameters, high):
+    """The C = P of a cell without projection whose backbone has the nearest parameter count to
+    `target`; `parameters(c)` counts a backbone's (it grows with c; `parameters(high)` is over
+    the target). Bisection."""
+    low = 1
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if parameters(middle) <= target else (low, middle)
+    size = min((low, high), key=lambda c: abs(parameters(c) - target))
+    return size, parameters(size)
+
+
+CELLS = ("clipped, projected (ELMo's cell)", "clip-free, projected (the presets')",
+         "clip-free, no projection")
+
+
+def cell_configs(base):
+    """The three cells on `base`'s shape (an `ElmoConfig` of Masked ELMo) at its backbone
+    parameter count: ELMo's clipped projected cell (clips 3), the clip-free projected cell,
+    and the clip-free cell without projection whose C = P gives the nearest count."""
+    def count(config):
+        backbone = MaskedElmoBackbone(config)
+        return int(sum(np.prod(v.shape) for v in backbone.trainable_variables))
+
+    clip_free = dataclasses.replace(base, cell_clip=None, proj_clip=None)
+    size, _ = no_projection_size(count(clip_free), lambda c: count(dataclasses.replace(
+        clip_free, lstm_dim=c, projection_dim=c, lstm_projection=False)), clip_free.lstm_dim)
+    configs = dict(zip(CELLS, (
+        dataclasses.replace(clip_free, cell_clip=3.0, proj_clip=3.0), clip_free,
+        dataclasses.replace(clip_free, lstm_dim=size, projection_dim=size,
+                            lstm_projection=False))))
+    return configs, {name: {"lstm_dim": c.lstm_dim, "projection_dim": c.projection_dim,
+                            "backbone_parameters": count(c)} for name, c in configs.items()}
+
+
+def cells(repeats, steps, ablation_steps, seeds):
+    """Speed (steps alternated, the speed part's batch and encoder, Masked ELMo's C = 416 of
+    the speed part) and the held-out perplexity after equal steps (`tiny_masked`'s shape) of
+    the three cells."""
+    configs, shapes = cell_configs(ElmoConfig(**{**ENCODER, "lstm_dim": 416,
+                                                 "fully_bidirectional": True}))
+    models = {}
+    for name, config in configs.items():
+        keras.utils.set_random_seed(0)
+        models[name] = MaskedElmoLanguageModel(MaskedElmoBackbone(config, dropout=0.1),
+                                               VOCABULARY, NEGATIVES)
+        models[name].compile(optimizer=optimizer())
+    _, (x, y), tokens = batches(np.random.default_rng(0))
+    for model in models.values():
+        for _ in range(3):
+            model.train_on_batch(x, y)
+    times = {name: [] for name in models}
+    for _ in range(repeats):
+        for name, model in models.items():
+            started = time.perf_counter()
+            for _ in range(steps):
+                model.train_on_batch(x, y)
+            times[name].append((time.perf_counter() - started) / steps)
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    speed_part = {"shapes": shapes, "step_seconds": times, "step_seconds_median": median,
+                  "tokens_per_second": {k: tokens / v for k, v in median.items()},
+                  "over_elmo_cell": {k: median[CELLS[0]] / v for k, v in median.items()}}
+    tiny_configs, tiny_shapes = cell_configs(Recipe.from_name("tiny_masked").model)
+    runs, medians = compare(ablation_data(), ablation_steps, seeds, "cell",
+                            {name: {"config": c} for name, c in tiny_configs.items()})
+    return {"speed": speed_part,
+            "loss": {"recipe": "tiny_masked", "shapes": tiny_shapes, "steps": ablation_steps,
+                     "batch_size": 32, "runs": runs, "median": medians}}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few steps: checks the script")
-    parser.add_argument("--only", choices=["speed", "mask_accumulation", "tbptt"],
+    parser.add_argument("--only", choices=["speed", "mask_accumulation", "tbptt", "cells"],
                         help="run this part only, keeping the output file's other parts")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "masked_elmo-cpu.json"))
@@ -226,7 +304,7 @@ def main():
                                    if part in report}
     report.setdefault("runs_of_parts", {})
     report["benchmark"] = "masked_elmo"
-    parts = [args.only] if args.only else ["speed", "mask_accumulation", "tbptt"]
+    parts = [args.only] if args.only else ["speed", "mask_accumulation", "tbptt", "cells"]
     for part in parts:
         # Each part says where and how it ran (parts may come from different sessions).
         report["runs_of_parts"][part] = {
@@ -242,10 +320,16 @@ def main():
                                                    seeds=[0] if args.quick else [0, 1],
                                                    ks=[1, 2, 4])
             print(json.dumps(report["mask_accumulation"]["median_by_k"]))
-        else:
+        elif part == "tbptt":
             report["bidirectional_tbptt"] = tbptt_ablation(
                 steps=20 if args.quick else 600, seeds=[0] if args.quick else [0, 1, 2])
             print(json.dumps(report["bidirectional_tbptt"]["median"]))
+        else:
+            report["cells"] = cells(repeats=2 if args.quick else 5, steps=2 if args.quick else 5,
+                                    ablation_steps=20 if args.quick else 300,
+                                    seeds=[0] if args.quick else [0, 1, 2])
+            print(json.dumps(report["cells"]["speed"]["over_elmo_cell"]),
+                  json.dumps(report["cells"]["loss"]["median"]), flush=True)
         write_json_atomically(args.output, report)
 
 

@@ -62,7 +62,7 @@ def _parser():
 
     init = commands.add_parser(
         "init", help="write a randomly initialised model (options.json + weights.hdf5)",
-        description="Writes DIR/options.json and DIR/weights.hdf5 for a released shape with "
+        description="Writes DIR/options.json and DIR/weights.hdf5 for a preset's shape with "
                     "bilm-tf's training initialisation, e.g. to try the pipeline before "
                     "training or converting a model.")
     init.add_argument("--preset", required=True, choices=[*ELMO_PRESETS, *ALIASES],
@@ -154,8 +154,10 @@ def _parser():
         description="Writes OUTPUT/VERSION/, a SavedModel with TF Hub elmo's signatures (`tokens` "
                     "= `serving_default`, `default`) and outputs (word_emb, lstm_outputs1.., "
                     "elmo, default, mask), the reusable SavedModel API for hub.KerasLayer and "
-                    "ElmoEmbedding.from_saved_model, and core TensorFlow ops only.")
-    _model_arguments(export)
+                    "ElmoEmbedding.from_saved_model, and core TensorFlow ops only. With --model "
+                    "a `finetune` output directory, the task model instead: raw text in, "
+                    "logits and the label, score or tags out.")
+    _model_arguments(export, more=", or a `finetune` output directory (its model.keras)")
     export.add_argument("--output", required=True, metavar="EXPORT_BASE",
                         help="the model's base directory; the SavedModel goes to a version "
                              "directory inside it, as TF Serving expects")
@@ -201,6 +203,9 @@ def _parser():
     finetune.add_argument("--dropout", type=float, default=0.5, help="(0.5)")
     finetune.add_argument("--fine-tune-bilm", action="store_true",
                           help="train the biLM's weights too (default: the mix and the head)")
+    finetune.add_argument("--scalar-mix-parameters", type=_floats, metavar="W0,W1,...",
+                          help="fixed pre-softmax weights of the biLM's layers instead of a "
+                               "trained mix (1,-9e10,-9e10: layer 0 alone)")
     finetune.add_argument("--seed", type=int, default=0)
     finetune.set_defaults(run=_finetune)
 
@@ -216,11 +221,11 @@ def _parser():
     return parser
 
 
-def _model_arguments(command):
+def _model_arguments(command, more=""):
     group = command.add_mutually_exclusive_group(required=True)
     group.add_argument("--model", metavar="DIR",
                        help="a directory with options.json and weights.hdf5 (what `init` and "
-                            "training write)")
+                            "training write)" + more)
     group.add_argument("--options", help="options.json of the model (with --weights)")
     command.add_argument("--weights", help="weights.hdf5 in the released layout (with --options)")
 
@@ -262,6 +267,14 @@ def _positive_int(text):
     return value
 
 
+def _floats(text):
+    try:
+        return [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be numbers separated by commas (e.g. 1,-9e10,-9e10); got {text!r}") from None
+
+
 def _read_sentences(path):
     """Lines of `path` (or stdin) split on ASCII whitespace, as the served `default` signature
     splits (`tf.strings.split`); a line that is not UTF-8 is an error."""
@@ -287,7 +300,8 @@ def _finetune(args):
                        tokenizer=args.tokenizer, dev=args.dev, epochs=args.epochs,
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
-                       dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm, seed=args.seed)
+                       dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm,
+                       scalar_mix_parameters=args.scalar_mix_parameters, seed=args.seed)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
     print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
     if "dev_mismatched" in results:
@@ -327,6 +341,21 @@ def _export(args):
     from elmo_tf.export.saved_model import export_saved_model
     from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
+    task_model = None if args.model is None else os.path.join(args.model, "model.keras")
+    if task_model is not None and os.path.isfile(task_model) and not os.path.isfile(
+            os.path.join(args.model, "options.json")):  # a `finetune` run
+        import keras
+
+        from elmo_tf.export.task_saved_model import export_task_model
+
+        if args.fine_tune_bilm or args.dropout:
+            raise ValueError("--fine-tune-bilm and --dropout are for a biLM's export; "
+                             f"{args.model} is a fine-tuned task model.")
+        path = export_task_model(keras.saving.load_model(task_model), args.output,
+                                 version=args.version)
+        print(f"wrote a SavedModel to {path} (signature serving_default: raw text in, logits "
+              "and the prediction out)")
+        return 0
     embedding = ElmoEmbedding.from_allennlp(*_model_files(args), dropout=args.dropout,
                                             fine_tune=args.fine_tune_bilm)
     path = export_saved_model(embedding, args.output, version=args.version)

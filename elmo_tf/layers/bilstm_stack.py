@@ -21,12 +21,12 @@ class BiLSTMStack(LSTMStack):
     token (layer 2 would see it through layer 1's backward half): it is trained with BERT's
     masked-LM objective (`MaskedElmoLanguageModel`).
 
-    The cells are ELMo's projected LSTM without clips (the exact kernel, both directions of a
-    layer in one loop). From the second layer on a layer's input `[2P]` is added to its output
-    (`use_skip_connections`). Output layer 0 is the token embedding duplicated, `[x; x]`, as in
-    ELMo, so that the backbone contract's layers line up; zeros at padding everywhere. Dropout
-    (training only) on every layer's input, the residual adding the dropped-out input, as in
-    `BiLMStack`.
+    The cells are ELMo's projected LSTM, by default without clips, optionally without projection
+    (the exact kernel, both directions of a layer in one loop). From the second layer on a layer's
+    input `[2P]` is added to its output (`use_skip_connections`). Output layer 0 is the token
+    embedding duplicated, `[x; x]`, as in ELMo, so that the backbone contract's layers line up;
+    zeros at padding everywhere. Dropout (training only) on every layer's input, the residual
+    adding the dropped-out input, as in `BiLMStack`.
 
     State: a call starts from zero state, unless it reads stream windows (`carry_state=True`,
     a stateful stack): bidirectional truncated backpropagation through time. Row `r` of a
@@ -44,6 +44,8 @@ class BiLSTMStack(LSTMStack):
         units: memory cell size C per direction.
         projection_dim: P, each direction's output size.
         use_skip_connections: residual connections from the second layer on.
+        cell_clip, proj_clip: ELMo's clips, or None (Masked ELMo's presets).
+        projection: False for cells without projection (`projection_dim` must equal `units`).
         stateful: keep state for stream windows (`LSTMStack`).
         max_batch_size: rows of kept state when stateful.
         dropout: dropout rate on every layer's input in training.
@@ -62,12 +64,18 @@ class BiLSTMStack(LSTMStack):
     """
 
     def __init__(self, n_layers, units, projection_dim, use_skip_connections=True,
-                 stateful=False, max_batch_size=128, dropout=0.0, **kwargs):
+                 cell_clip=None, proj_clip=None, projection=True, stateful=False,
+                 max_batch_size=128, dropout=0.0, **kwargs):
         super().__init__(n_layers, units, projection_dim, use_skip_connections, stateful,
                          max_batch_size, dropout, **kwargs)
+        self.cell_clip = None if cell_clip is None else float(cell_clip)
+        self.proj_clip = None if proj_clip is None else float(proj_clip)
+        self.projection = bool(projection)
         self.stacks = [
-            [ProjectedLSTM(units, projection_dim, direction=direction, dtype=self.dtype_policy,
-                           name=f"{direction}_lstm_{k}") for k in range(self.n_layers)]
+            [ProjectedLSTM(units, projection_dim, cell_clip=cell_clip, proj_clip=proj_clip,
+                           projection=projection, direction=direction,
+                           dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
+             for k in range(self.n_layers)]
             for direction in ("forward", "backward")]
 
     def build(self, input_shape):
@@ -108,3 +116,9 @@ class BiLSTMStack(LSTMStack):
             left_to_right = tf.range(batch) < left_to_right_rows(batch)
             self.keep_states(batch, final_states, [left_to_right, ~left_to_right])
         return tf.stack(layers, axis=1)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(cell_clip=self.cell_clip, proj_clip=self.proj_clip,
+                      projection=self.projection)
+        return config

@@ -7,6 +7,9 @@ The cell is TF1's `LSTMCell(C, num_proj=P, cell_clip, proj_clip)` with `forget_b
     c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), +-cell_clip)
     h_t = clip((sigmoid(o) * tanh(c_t)) @ W_P, +-proj_clip)
 
+or, for a cell without projection (`projection=False`, Masked ELMo's option; P = C),
+`h_t = sigmoid(o) * tanh(c_t)`.
+
 One kernel runs it on every device: one `tf.while_loop` over time advances every direction it
 is given (the biLM passes both) with no per-step Python; the input matmul is hoisted out of the
 per-step work (one matmul per chunk of steps). Matmuls (and the bias of the hoisted one) run in
@@ -40,13 +43,16 @@ class ProjectedLSTM(keras.layers.Layer):
 
     Weights keep the released layout, split at the hdf5's `W_0` row boundary: `input_kernel`
     `[input_dim, 4C]` and `recurrent_kernel` `[P, 4C]` are `W_0`'s rows, `bias` is `B` (the +1
-    forget bias is added at run time, as TF1 did), `projection_kernel` is `W_P_0` `[C, P]`.
+    forget bias is added at run time, as TF1 did), `projection_kernel` is `W_P_0` `[C, P]`
+    (None without projection).
 
     Args:
         units: memory cell size C (`lstm.dim`).
         projection_dim: projected output and recurrent state size P (`lstm.projection_dim`).
         cell_clip: clip of the memory cell to +-value, or None.
         proj_clip: clip of the projected output to +-value, or None.
+        projection: False for a cell without projection: its output and recurrent state are
+            `o * tanh(c)` itself, so `projection_dim` must equal `units`.
         direction: `"forward"` reads each sequence left to right; `"backward"` reads its valid
             part right to left (`tf.reverse_sequence`), and outputs stay aligned with the inputs.
         return_state: also return the final `(h [batch, P], c [batch, C])`, taken at each
@@ -67,12 +73,17 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None,
-                 direction="forward", return_state=False, **kwargs):
+                 projection=True, direction="forward", return_state=False, **kwargs):
         super().__init__(**removed_implementation(kwargs))
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
         self.units = int(units)
         self.projection_dim = int(projection_dim)
+        self.projection = bool(projection)
+        if not self.projection and (self.projection_dim != self.units or proj_clip is not None):
+            raise ValueError(f"a cell without projection outputs its {units} units: it needs "
+                             f"projection_dim == units and no proj_clip; got projection_dim="
+                             f"{projection_dim}, proj_clip={proj_clip}.")
         self.cell_clip = None if cell_clip is None else float(cell_clip)
         self.proj_clip = None if proj_clip is None else float(proj_clip)
         self.direction = direction
@@ -90,7 +101,7 @@ class ProjectedLSTM(keras.layers.Layer):
             name="recurrent_kernel", shape=(self.projection_dim, 4 * self.units),
             initializer=initializer(keras.initializers.RandomUniform(-limit, limit)))
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
-        self.projection_kernel = self.add_weight(
+        self.projection_kernel = None if not self.projection else self.add_weight(
             name="projection_kernel", shape=(self.units, self.projection_dim),
             initializer=initializer("glorot_uniform"))
 
@@ -123,7 +134,8 @@ class ProjectedLSTM(keras.layers.Layer):
         config = super().get_config()
         config.update(units=self.units, projection_dim=self.projection_dim,
                       cell_clip=self.cell_clip, proj_clip=self.proj_clip,
-                      direction=self.direction, return_state=self.return_state)
+                      projection=self.projection, direction=self.direction,
+                      return_state=self.return_state)
         return config
 
 
@@ -145,7 +157,8 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
     """Runs independent `ProjectedLSTM` directions over time-major inputs, in one loop.
 
     Args:
-        layers: built `ProjectedLSTM`s sharing clips and compute dtype.
+        layers: built `ProjectedLSTM`s sharing clips and compute dtype (with or without
+            projection).
         inputs_tm: one `[time, batch, in]` per layer, already in the order the layer reads
             (reversed by the caller for a backward direction).
         lengths: int32 `[batch]` valid steps per row.
@@ -165,7 +178,8 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
         [tf.cast(layer.input_kernel, dtype) for layer in layers],
         [tf.cast(layer.bias, dtype) for layer in layers],
         [tf.cast(layer.recurrent_kernel, dtype) for layer in layers],
-        [tf.cast(layer.projection_kernel, dtype) for layer in layers],
+        [None if layer.projection_kernel is None else tf.cast(layer.projection_kernel, dtype)
+         for layer in layers],
         lengths, [s[0] for s in initial_states], [s[1] for s in initial_states],
         first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK[compute_device_type()])
     # The eager path's tf.function generalises shapes across models; restore the static widths.

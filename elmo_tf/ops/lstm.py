@@ -37,7 +37,8 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
     Args:
         inputs: per direction, `[time, batch, in]` in the matmul dtype, in reading order.
         input_kernels, biases, recurrent_kernels, projection_kernels: per direction, `[in, 4C]`,
-            `[4C]`, `[P, 4C]`, `[C, P]` in the matmul dtype (gate order i, j, f, o).
+            `[4C]`, `[P, 4C]`, `[C, P]` in the matmul dtype (gate order i, j, f, o); a
+            projection kernel of None is a cell without projection (`h = o * tanh(c)`, P = C).
         lengths: int32 `[batch]`; steps at or past a row's length keep its state, output 0.
         initial_h, initial_c: per direction, float32 `[batch, P]`, `[batch, C]`.
         cell_clip, proj_clip: Python floats or None.
@@ -86,8 +87,9 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
             c_t = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
             if cell_clip is not None:
                 c_t = tf.clip_by_value(c_t, -cell_clip, cell_clip)
-            m = tf.sigmoid(o) * tf.tanh(c_t)
-            h_t = tf.cast(tf.matmul(tf.cast(m, dtype), projection_kernels[d]), tf.float32)
+            h_t = tf.sigmoid(o) * tf.tanh(c_t)
+            if projection_kernels[d] is not None:
+                h_t = tf.cast(tf.matmul(tf.cast(h_t, dtype), projection_kernels[d]), tf.float32)
             if proj_clip is not None:
                 h_t = tf.clip_by_value(h_t, -proj_clip, proj_clip)
             # Past a row's length only c is frozen: that row's h and outputs are never used

@@ -1,5 +1,6 @@
 """Optimizers."""
 
+from elmo_tf.optimizers.adam import Adam
 from elmo_tf.optimizers.sparse_adagrad import SparseAdagrad
 
-__all__ = ["SparseAdagrad"]
+__all__ = ["Adam", "SparseAdagrad"]

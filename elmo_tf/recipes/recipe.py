@@ -10,6 +10,7 @@ from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
 
 OBJECTIVES = ("bilm", "masked_lm")
+OPTIMIZERS = ("adagrad", "adam")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,16 +18,18 @@ class Recipe:
     """A pre-training recipe: the model's shape, the objective and the training hyper-parameters.
 
     The named recipes (`Recipe.names()`): `elmo_original` is the paper's run
-    (`../shared/spec/literature.md` §2.7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2
-    highways, clips 3, stream batches of 20-token windows, 8192 sampled negatives, dropout 0.1,
-    Adagrad 0.2 with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128
-    rows on each of 3 GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train
-    the released small/medium shapes the same way. `tiny` is a model of a few hundred thousand
-    parameters for tests and the demo. `masked_elmo_small`, `masked_elmo_original` and
-    `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the masked-LM objective, in
-    sentence batches (stream batches carry state both ways: bidirectional truncated
-    backpropagation through time), with the same optimizer as their ELMo counterparts. Each trains the preset
-    of its name (`elmo_tf.models.elmo.elmo_presets`, `...masked_elmo.masked_elmo_presets`).
+    (`../shared/spec/literature.md` §2.7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2 highways,
+    clips 3, stream batches of 20-token windows, 8192 sampled negatives, dropout 0.1, Adagrad 0.2
+    with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128 rows on each of 3
+    GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train the released
+    small/medium shapes the same way. `tiny` is a model of a few hundred thousand parameters for
+    tests and the demo. `elmo_cpu` learns real English on a 2-core CPU in half an hour (Adam,
+    sentence batches; `bench/downstream.py`). `masked_elmo_small`, `masked_elmo_original`,
+    `masked_elmo_cpu` and `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the
+    masked-LM objective, in sentence batches (stream batches carry state both ways: bidirectional
+    truncated backpropagation through time), with the same optimizer as their ELMo counterparts.
+    Each trains the preset of its name (`elmo_tf.models.elmo.elmo_presets`,
+    `...masked_elmo.masked_elmo_presets`).
 
     Args:
         name: a label for logs.
@@ -37,8 +40,11 @@ class Recipe:
         window: tokens per row in stream mode.
         num_negatives: sampled-softmax candidates per batch.
         dropout: on every LSTM input and the top layer, in training.
-        learning_rate, initial_accumulator_value: Adagrad's.
-        clip_norm: global-norm gradient clip.
+        optimizer: `"adagrad"` (bilm-tf's: `elmo_tf.optimizers.SparseAdagrad`) or `"adam"`
+            (`elmo_tf.optimizers.Adam`; learns faster on a small budget).
+        learning_rate: the optimizer's.
+        initial_accumulator_value: Adagrad's.
+        clip_norm: global-norm gradient clip (of the gradient summed over replicas).
         epochs: passes over the corpus (an epoch is corpus tokens / (batch_size x window) steps
             in stream mode, sentences / batch_size in sentence mode, as bilm-tf counts).
         min_count, max_vocabulary_size: for the vocabulary built from the corpus.
@@ -64,6 +70,7 @@ class Recipe:
     window: int = 20
     num_negatives: int = 8192
     dropout: float = 0.1
+    optimizer: str = "adagrad"
     learning_rate: float = 0.2
     initial_accumulator_value: float = 1.0
     clip_norm: float = 10.0
@@ -81,6 +88,9 @@ class Recipe:
             problems.append(f"model must be an ElmoConfig; got {type(self.model).__name__}")
         if self.mode not in MODES:
             problems.append(f"mode must be one of {list(MODES)}; got {self.mode!r}")
+        if self.optimizer not in OPTIMIZERS:
+            problems.append(f"optimizer must be one of {list(OPTIMIZERS)}; got "
+                            f"{self.optimizer!r}")
         if self.objective not in OBJECTIVES:
             problems.append(f"objective must be one of {list(OBJECTIVES)}; got "
                             f"{self.objective!r}")
@@ -207,9 +217,17 @@ _RECIPES = {
     "elmo_medium": Recipe("elmo_medium", ElmoConfig.from_preset("elmo_medium"), batch_size=384),
     "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("elmo_small"), batch_size=384),
     "tiny": Recipe("tiny", ElmoConfig.from_preset("tiny"), batch_size=32, epochs=3),
+    # Half an hour on 2 CPU cores for ~1.4 M tokens of real text (bench/downstream.py): Adam,
+    # sentence batches (scored as an n-gram model is: each sentence from an empty context), a
+    # shuffle buffer that holds the whole corpus (a corpus of documents in order, shuffled
+    # 10,000 sentences at a time, swings the model from one source to the next every pass).
+    "elmo_cpu": Recipe("elmo_cpu", ElmoConfig.from_preset("elmo_cpu"), mode="sentence",
+                       batch_size=64, num_negatives=2048, optimizer="adam",
+                       learning_rate=2e-3, epochs=2, min_count=2, shuffle_buffer=100_000),
 }
 _RECIPES.update({
     "masked_elmo_original": _masked("masked_elmo_original", "elmo_original"),
     "masked_elmo_small": _masked("masked_elmo_small", "elmo_small"),
+    "masked_elmo_cpu": _masked("masked_elmo_cpu", "elmo_cpu"),
     "tiny_masked": _masked("tiny_masked", "tiny"),
 })

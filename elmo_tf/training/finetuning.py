@@ -46,7 +46,7 @@ _EPOCH = re.compile(r"epoch-(\d+)\.weights\.h5$")
 def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
              dev=None, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
-             fine_tune_bilm=False, seed=0, verbose="auto"):
+             fine_tune_bilm=False, scalar_mix_parameters=None, seed=0, verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
 
     Args:
@@ -70,6 +70,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             dropout too).
         fine_tune_bilm: train the biLM's weights too (by default only the scalar mix and the
             head train).
+        scalar_mix_parameters: fixed pre-softmax weights of the biLM's layers (one per layer,
+            layer 0 first) instead of a trained mix, as AllenNLP's `Elmo` takes them:
+            `[1, -9e10, -9e10]` uses layer 0 alone (the context-free token representation).
         seed: initialisation, dropout and batch order.
         verbose: Keras `fit` verbosity.
 
@@ -97,15 +100,18 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 "tokenizer": tokenizer, "patience": patience, "batch_size": batch_size,
                 "learning_rate": learning_rate, "encoder_units": encoder_units,
                 "dropout": dropout, "fine_tune_bilm": bool(fine_tune_bilm), "seed": seed}
+    if scalar_mix_parameters is not None:  # recorded only when given: older runs resume
+        settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
     record_file = os.path.join(output, "run.json")
     record = read_json(record_file) if os.path.exists(record_file) else None
     if record is not None and record["settings"] != settings:
-        differing = sorted(k for k in settings if record["settings"].get(k) != settings[k])
+        differing = sorted(k for k in set(settings) | set(record["settings"])
+                           if record["settings"].get(k) != settings.get(k))
         raise ValueError(f"{record_file} holds another fine-tuning run (it differs in "
                          f"{', '.join(differing)}); give another --output.")
     keras.utils.set_random_seed(seed)
     model = _build(task, model_dir, data["labels"], tokenizer, encoder_units, dropout,
-                   fine_tune_bilm)
+                   fine_tune_bilm, settings.get("scalar_mix_parameters"))
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=_loss(model))
     model.optimizer.build(model.trainable_variables)
     record = record or {"settings": settings, "labels": model.labels, "epochs": []}
@@ -238,14 +244,16 @@ def _is_pair(task):
     return task == "pair" or (task.startswith("glue/") and GLUE_TASKS[task[5:]].is_pair)
 
 
-def _build(task, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm):
+def _build(task, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm,
+           scalar_mix_parameters):
     for name in ("options.json", "weights.hdf5"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise FileNotFoundError(f"--model {model_dir} lacks {name} (an `elmo-tf train` "
                                     "run, or a directory with the released files).")
     embedding = ElmoEmbedding.from_allennlp(os.path.join(model_dir, "options.json"),
                                             os.path.join(model_dir, "weights.hdf5"),
-                                            dropout=dropout, fine_tune=fine_tune_bilm)
+                                            dropout=dropout, fine_tune=fine_tune_bilm,
+                                            scalar_mix_parameters=scalar_mix_parameters)
     if task == "tag":
         return SequenceTagger(embedding, tags=labels, encoder_units=encoder_units,
                               dropout=dropout)

@@ -36,7 +36,7 @@ from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
-from elmo_tf.optimizers import SparseAdagrad
+from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
 from elmo_tf.training.distribution import is_chief, is_multi_worker
@@ -140,7 +140,11 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                                              pad_to_buckets=lm.jit_compile)
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if is_chief(strategy):
-        callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=min(50, interval)))
+        # Keras writes an interval's `epoch_*` metrics (validation included) under the last
+        # batch's record_if (step % update_freq == 0): a batch frequency that does not divide
+        # the interval drops them. The largest divisor of the interval up to 50 keeps them.
+        every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
+        callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=every))
     logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
                 "checkpoint every %d steps", recipe.name, done + (intervals - first) * interval,
                 steps_per_epoch, pairs, size["sentences"], interval)
@@ -201,7 +205,7 @@ def checkpoint_plan(total, every, done=0):
 def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
     """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode) or
     `MaskedElmoLanguageModel`, built and compiled with the recipe's optimizer
-    (`SparseAdagrad`, bilm-tf's Adagrad; global-norm clip)."""
+    (`SparseAdagrad`, bilm-tf's Adagrad, or `Adam`; global-norm clip)."""
     config = recipe.model
     ids = tf.zeros([1, 1, config.max_characters_per_token], tf.int32)
     if recipe.objective == "masked_lm":
@@ -219,9 +223,13 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
         lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
            else {"char_ids": ids})
     lm.reset_states()
-    lm.compile(optimizer=SparseAdagrad(
-        recipe.learning_rate, initial_accumulator_value=recipe.initial_accumulator_value,
-        global_clipnorm=recipe.clip_norm))
+    if recipe.optimizer == "adam":
+        optimizer = Adam(recipe.learning_rate, global_clipnorm=recipe.clip_norm)
+    else:
+        optimizer = SparseAdagrad(recipe.learning_rate,
+                                  initial_accumulator_value=recipe.initial_accumulator_value,
+                                  global_clipnorm=recipe.clip_norm)
+    lm.compile(optimizer=optimizer)
     return lm
 
 

@@ -103,6 +103,8 @@ def recipe_settings(recipe):
     if recipe.objective == "bilm":  # as runs recorded it before Masked ELMo: they resume
         for name in ("objective", "masks_per_sentence", "selection_rate"):
             del values[name]
+    if recipe.optimizer == "adagrad":  # as runs recorded it before the field existed
+        del values["optimizer"]
     return json.loads(json.dumps(values))
 
 

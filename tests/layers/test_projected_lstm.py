@@ -260,3 +260,32 @@ def test_gradient_compiles_with_xla_after_a_trace_without_it():
     plain = tf.function(grads)()
     for a, b in zip(tf.function(grads, jit_compile=True)(), plain):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_a_cell_without_projection_is_the_spec_cell_with_an_identity_projection(direction):
+    rng = np.random.default_rng(4)
+    layer = ProjectedLSTM(C, C, cell_clip=0.8, projection=False, direction=direction,
+                          return_state=True)
+    layer.build((None, None, IN))
+    assert layer.projection_kernel is None and len(layer.weights) == 3
+    for v in layer.weights:
+        v.assign(rng.standard_normal(v.shape).astype(np.float32))
+    x = rng.standard_normal((2, 5, IN)).astype(np.float32)
+    lengths = [5, 3]
+    out, h, c = layer(x, mask=tf.sequence_mask(lengths, 5))
+    w0 = np.concatenate([layer.input_kernel.numpy(), layer.recurrent_kernel.numpy()])
+    for row, length in enumerate(lengths):
+        state_h, state_c, expected = np.zeros(C), np.zeros(C), np.zeros((5, C))
+        steps = range(length - 1, -1, -1) if direction == "backward" else range(length)
+        for t in steps:
+            state_h, state_c = reference.lstm_step(x[row, t], state_h, state_c, w0,
+                                                   layer.bias.numpy(), np.eye(C), 0.8, None)
+            expected[t] = state_h
+        np.testing.assert_allclose(out[row], expected, atol=1e-5)
+        np.testing.assert_allclose(h[row], state_h, atol=1e-5)
+        np.testing.assert_allclose(c[row], state_c, atol=1e-5)
+    restored = assert_serializable(layer, x)
+    assert restored.projection is False
+    with pytest.raises(ValueError, match="needs projection_dim == units"):
+        ProjectedLSTM(C, P, projection=False)

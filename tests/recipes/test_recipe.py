@@ -19,7 +19,8 @@ def test_elmo_original_is_the_papers_run():
     assert Recipe.from_name("elmo_small").model == ElmoConfig.from_preset("small")
     assert Recipe.from_name("elmo_medium").model == ElmoConfig.from_preset("medium")
     assert set(Recipe.names()) == {"elmo_original", "elmo_medium", "elmo_small", "tiny",
-                                   "masked_elmo_original", "masked_elmo_small", "tiny_masked"}
+                                   "elmo_cpu", "masked_elmo_original", "masked_elmo_small",
+                                   "masked_elmo_cpu", "tiny_masked"}
 
 
 def test_file_with_a_base_and_overrides(tmp_path):
@@ -46,6 +47,7 @@ def test_file_with_every_field_and_an_options_json_model(tmp_path):
     ({"base": "tiny", "batch_size": 0}, "batch_size must be a positive integer"),
     ({"base": "tiny", "mode": "windows"}, "mode must be one of"),
     ({"base": "tiny", "learning_rate": -1}, "learning_rate must be a positive number"),
+    ({"base": "tiny", "optimizer": "sgd"}, r"optimizer must be one of \['adagrad', 'adam'\]"),
     ({"base": "tiny", "max_vocabulary_size": 2}, "max_vocabulary_size"),
     ({"base": "tiny", "model": {"lstm": {"dim": 8}}}, "lstm has missing keys"),
     ({"epochs": 3}, "missing 'model'"),
@@ -63,3 +65,17 @@ def test_unknown_name_and_bad_json(tmp_path):
     path.write_text("{")
     with pytest.raises(ValueError, match="not valid JSON"):
         Recipe.resolve(str(path))
+
+
+def test_the_recipe_chooses_the_optimizer():
+    from elmo_tf.optimizers import Adam, SparseAdagrad
+    from elmo_tf.training.pretraining import build_language_model
+
+    lm = build_language_model(Recipe.from_name("tiny"), 40)
+    assert type(lm.optimizer) is SparseAdagrad
+    assert float(lm.optimizer.initial_accumulator_value) == 1.0
+    lm = build_language_model(Recipe.from_dict({"base": "tiny", "optimizer": "adam",
+                                                "learning_rate": 0.003}), 40)
+    assert type(lm.optimizer) is Adam and lm.optimizer.global_clipnorm == 10.0
+    assert float(lm.optimizer.learning_rate) == pytest.approx(0.003)
+    assert Recipe.from_name("elmo_cpu").optimizer == "adam"

@@ -6,9 +6,9 @@ with `MirroredStrategy` over logical CPU devices, in one process.
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its file's stem) it writes
 `OUTPUT_BASE/<name>-default` and `OUTPUT_BASE/<name>-mirrored` (a checkpoint every 2 steps) and
-prints one JSON line, `RESULTS {name: {strategy: {"steps", "train"}}, "sparse_adagrad": x}`:
-"train" holds the training metrics of the last checkpoint interval (its last 2 steps), x is
-`sparse_adagrad_difference`'s.
+prints one JSON line, `RESULTS {name: {strategy: {"steps", "train"}}, "optimizers": {...}}`:
+"train" holds the training metrics of the last checkpoint interval (its last 2 steps),
+"optimizers" `optimizer_difference`'s figure for `SparseAdagrad` and `Adam`.
 """
 
 import json
@@ -36,20 +36,23 @@ def main(corpus, base, steps, *recipe_files):
                                     steps=int(steps), seed=0, checkpoint_every=2, verbose=0)
             results.setdefault(stem, {})[name] = {
                 "steps": result["steps"], "train": result["train"]}
-    results["sparse_adagrad"] = sparse_adagrad_difference(mirrored)
+    from elmo_tf.optimizers import Adam, SparseAdagrad
+
+    results["optimizers"] = {
+        "sparse_adagrad": optimizer_difference(mirrored, lambda: SparseAdagrad(
+            0.2, global_clipnorm=1.0)),
+        "adam": optimizer_difference(mirrored, lambda: Adam(0.01, global_clipnorm=1.0))}
     print("RESULTS " + json.dumps(results), flush=True)
 
 
-def sparse_adagrad_difference(mirrored):
-    """The largest |difference| between a table updated by `SparseAdagrad` under 2 mirrored
+def optimizer_difference(mirrored, make_optimizer):
+    """The largest |difference| between a table updated by an optimizer under 2 mirrored
     replicas, each with its own row-sparse gradient (rows repeated within and across the
     replicas), and one updated under the default strategy with both replicas' gradients as one
     (what the cross-replica sum must give); 3 steps, each clipped (norm ~20, clip 1)."""
     import keras
     import numpy as np
     import tensorflow as tf
-
-    from elmo_tf.optimizers import SparseAdagrad
 
     rng = np.random.default_rng(0)
     start = rng.normal(size=(30, 4)).astype("float32")
@@ -69,7 +72,7 @@ def sparse_adagrad_difference(mirrored):
     for strategy, gradient in ((mirrored, per_replica), (tf.distribute.get_strategy(), as_one)):
         with strategy.scope():
             table = keras.Variable(start)
-            optimizer = SparseAdagrad(0.2, global_clipnorm=1.0)
+            optimizer = make_optimizer()
             optimizer.build([table])
 
         @tf.function

@@ -105,11 +105,13 @@ def test_mirrored_masked_elmo_stream_training_equals_one_replica(strategy_runs):
              weight_atol=1e-7)
 
 
-def test_sparse_adagrad_sums_the_replicas_row_sparse_gradients_then_clips(strategy_runs):
+@pytest.mark.parametrize("optimizer", ["sparse_adagrad", "adam"])
+def test_the_optimizers_sum_the_replicas_row_sparse_gradients_then_clip(strategy_runs,
+                                                                        optimizer):
     # The training runs above use the full softmax (dense gradients); the sampled softmax's
-    # row-sparse gradient goes through the same optimizer here.
+    # row-sparse gradient goes through the recipes' optimizers here.
     _, results = strategy_runs
-    assert results["sparse_adagrad"] < 1e-6
+    assert results["optimizers"][optimizer] < 1e-6
 
 
 def test_a_mirrored_stream_run_evaluates_as_the_one_replica_run(strategy_runs, corpus,

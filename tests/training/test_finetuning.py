@@ -60,6 +60,14 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
         np.testing.assert_allclose(parts[key], value, atol=1e-6, err_msg=key)
     lines = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path)
     assert len(lines) == 3 and set(lines) <= {"pos", "neg"}
+    # `export` on a fine-tuning run writes the task model's SavedModel: the same predictions.
+    assert cli.main(["export", "--model", str(tmp_path / "whole"), "--output",
+                     str(tmp_path / "serving")]) == 0
+    import tensorflow as tf
+
+    served = tf.saved_model.load(str(tmp_path / "serving" / "1")).signatures["serving_default"]
+    labels = served(text=tf.constant(["good good", "bad bad", "good"]))["label"].numpy()
+    assert [label.decode() for label in labels] == lines
     # Another setting in the same directory is refused, naming it.
     with pytest.raises(SystemExit):
         _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--seed", "1")
@@ -124,3 +132,29 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
+    import keras
+    import tensorflow as tf
+
+    from elmo_tf.data import tokens_to_char_ids
+
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
+    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(train),
+              "--model", bilm, "--output", str(tmp_path / "layer0"), "--epochs", "1",
+              "--scalar-mix-parameters", "1,-9e10,-9e10")
+    record = json.loads((tmp_path / "layer0" / "run.json").read_text())
+    assert record["settings"]["scalar_mix_parameters"] == [1.0, -9e10, -9e10]
+    embedding = keras.saving.load_model(tmp_path / "layer0" / "model.keras").embedding
+    assert not embedding.scalar_mixes[0].trainable_weights
+    # The embedding is the biLM's layer 0 (the context-free token representation) exactly.
+    tokens = tf.constant([["a", "good", "film"], ["so", "bad", "fun"]])
+    layers = embedding.backbone(tokens_to_char_ids(tokens))["layers"]
+    np.testing.assert_allclose(embedding(tokens), layers[:, 0], atol=1e-6)
+    with pytest.raises(SystemExit):
+        _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(train),
+                  "--model", bilm, "--output", str(tmp_path / "bad"), "--scalar-mix-parameters",
+                  "1,x")
+    assert "must be numbers separated by commas" in capsys.readouterr().err

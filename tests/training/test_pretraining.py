@@ -48,6 +48,24 @@ def test_training_lowers_the_held_out_perplexity(trained, corpus):
     assert results["train"]["loss"] < np.log(len(vocabulary))
 
 
+def test_tensorboard_logs_have_the_validation_of_every_checkpoint(trained):
+    # One 60-step interval: Keras drops an epoch's metrics when its batch logging frequency
+    # does not divide the interval (50 did not).
+    import glob
+
+    import tensorflow as tf
+
+    output, results = trained
+    values = {}
+    for path in glob.glob(f"{output}/logs/validation/*"):
+        for raw in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(raw.numpy())
+            for value in event.summary.value:
+                values[(value.tag, event.step)] = float(tf.make_ndarray(value.tensor))
+    assert values[("epoch_perplexity", 0)] == pytest.approx(
+        results["validation"]["perplexity"], rel=1e-5)
+
+
 def test_outputs_are_the_released_layout_and_reload_identically(trained):
     output, _ = trained
     vocabulary = Vocabulary.load(f"{output}/vocab.txt")

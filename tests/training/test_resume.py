@@ -49,7 +49,10 @@ def _epochs(stdout):
 MASKED_RECIPE = {**RECIPE, "base": "tiny_masked", "model": {
     **MODEL, "lstm": {**{k: v for k, v in MODEL["lstm"].items()
                          if k not in ("cell_clip", "proj_clip")}, "fully_bidirectional": True}}}
-RECIPES = {"sentence": {**RECIPE, "mode": "sentence"}, "stream": {**RECIPE, "mode": "stream"},
+# The sentence run trains with Adam (elmo_cpu's optimizer), the stream runs with SparseAdagrad.
+RECIPES = {"sentence": {**RECIPE, "mode": "sentence", "optimizer": "adam",
+                        "learning_rate": 0.01},
+           "stream": {**RECIPE, "mode": "stream"},
            "masked_stream": {**MASKED_RECIPE, "mode": "stream"}}
 
 

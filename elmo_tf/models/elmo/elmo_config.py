@@ -15,7 +15,8 @@ TRAINING_KEYS = (
     "share_embedding_softmax", "unroll_steps",
 )
 _LSTM_KEYS = {"dim": True, "projection_dim": True, "n_layers": True, "cell_clip": False,
-              "proj_clip": False, "use_skip_connections": False, "fully_bidirectional": False}
+              "proj_clip": False, "use_skip_connections": False, "fully_bidirectional": False,
+              "projection": False}
 _CHAR_CNN_KEYS = {"embedding": True, "filters": True, "activation": True,
                   "max_characters_per_token": True, "n_characters": True, "n_highway": False}
 
@@ -43,7 +44,10 @@ class ElmoConfig:
         fully_bidirectional: Masked ELMo's layers (layer k + 1 of both directions reads both
             directions of layer k; `MaskedElmoBackbone`) rather than ELMo's two independent
             stacks. elmo-tf's own options.json key `lstm.fully_bidirectional`, written only
-            when true (released files never have it); such layers have no clips.
+            when true (released files never have it).
+        lstm_projection: False for Masked ELMo cells without projection (`o * tanh(c)` is the
+            output, so `projection_dim` must equal `lstm_dim`, without `proj_clip`).
+            elmo-tf's own options.json key `lstm.projection`, written only when false.
         training: bilm-tf training keys of the options.json (`TRAINING_KEYS`), kept verbatim.
 
     Example:
@@ -65,6 +69,7 @@ class ElmoConfig:
     max_characters_per_token: int = 50
     n_characters: int = 262
     fully_bidirectional: bool = False
+    lstm_projection: bool = True
     training: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self):
@@ -109,10 +114,18 @@ class ElmoConfig:
         if not isinstance(self.fully_bidirectional, bool):
             problems.append(f"fully_bidirectional must be true or false; got "
                             f"{self.fully_bidirectional!r}")
-        elif self.fully_bidirectional and (self.cell_clip is not None
-                                         or self.proj_clip is not None):
-            problems.append("fully bidirectional (Masked ELMo) layers have no clips: cell_clip "
-                            "and proj_clip must be None")
+        if not isinstance(self.lstm_projection, bool):
+            problems.append(f"lstm_projection must be true or false; got "
+                            f"{self.lstm_projection!r}")
+        elif not self.lstm_projection and (
+                self.fully_bidirectional is not True or self.projection_dim != self.lstm_dim
+                or self.proj_clip is not None):
+            problems.append(
+                "cells without projection (lstm_projection false) are Masked ELMo's "
+                "(fully_bidirectional) and output their lstm_dim units: they need "
+                f"projection_dim == lstm_dim and no proj_clip; got fully_bidirectional="
+                f"{self.fully_bidirectional}, projection_dim={self.projection_dim}, lstm_dim="
+                f"{self.lstm_dim}, proj_clip={self.proj_clip}")
         unknown = sorted(set(self.training) - set(TRAINING_KEYS))
         if unknown:
             problems.append(f"unknown training keys {unknown}; accepted: {list(TRAINING_KEYS)}")
@@ -170,6 +183,7 @@ class ElmoConfig:
                 max_characters_per_token=cnn["max_characters_per_token"],
                 n_characters=cnn["n_characters"],
                 fully_bidirectional=lstm.get("fully_bidirectional", False),
+                lstm_projection=lstm.get("projection", True),
                 training={k: options[k] for k in TRAINING_KEYS if k in options})
         except (TypeError, ValueError) as error:
             raise ValueError(f"{source}: {error}") from None
@@ -197,6 +211,8 @@ class ElmoConfig:
                 del options["lstm"][name]
         if self.fully_bidirectional:
             options["lstm"]["fully_bidirectional"] = True
+        if not self.lstm_projection:
+            options["lstm"]["projection"] = False
         options.update(self.training)
         return options
 
@@ -210,6 +226,8 @@ class ElmoConfig:
         d["filters"] = [list(f) for f in self.filters]
         if not self.fully_bidirectional:  # as elmo-tf 0.1 wrote it: its .keras files read it
             del d["fully_bidirectional"]
+        if self.lstm_projection:  # as written before the key existed
+            del d["lstm_projection"]
         return d
 
 

@@ -42,7 +42,8 @@ def entries(backbone):
             rows = lstm.input_kernel.shape[0] + p
             yield f"{prefix}/W_0", (rows, 4 * c), [lstm.input_kernel, lstm.recurrent_kernel]
             yield f"{prefix}/B", (4 * c,), [lstm.bias]
-            yield f"{prefix}/W_P_0", (c, p), [lstm.projection_kernel]
+            if lstm.projection_kernel is not None:  # a Masked ELMo cell may have none
+                yield f"{prefix}/W_P_0", (c, p), [lstm.projection_kernel]
 
 
 def load(backbone, weight_file):
@@ -78,7 +79,8 @@ def load(backbone, weight_file):
         if unexpected:
             raise ValueError(
                 f"{weight_file}: datasets {unexpected} are not part of the model the options "
-                "describe (more layers or highways, or a CNN projection the options do not have).")
+                "describe (more layers or highways, a CNN projection, or LSTM projections W_P_0 "
+                "the options do not have: lstm.projection false).")
         # One dataset, then one variable, at a time (a row range of its dataset), so that
         # loading holds no more than one matrix besides the model; every value is checked
         # before the first is assigned.

@@ -30,17 +30,19 @@ class MaskedElmoBackbone(Backbone):
     (bidirectional truncated backpropagation through time) goes through `encode_stream`, which
     carries state from window to window in `stream_rows` rows (see `BiLSTMStack`).
 
-    Weights files: `save_allennlp`/`from_allennlp` write and read AllenNLP's hdf5 layout with
-    its names (`char_embed`, `CNN/...`, `CNN_high_k/...`, `CNN_proj/...`, and
+    Weights files: `save_allennlp`/`from_allennlp` write and read AllenNLP's hdf5 layout with its
+    names (`char_embed`, `CNN/...`, `CNN_high_k/...`, `CNN_proj/...`, and
     `RNN_d/RNN/MultiRNNCell/Cellk/LSTMCell/{W_0,B,W_P_0}` for direction d, layer k), the only
-    difference being `W_0`'s rows: `2P + P` from the second layer on (its input is
-    `[forward; backward]`). options.json says `"lstm": {"fully_bidirectional": true}`, which
-    `elmo_tf.models.load_backbone` reads to build the right backbone.
+    differences being `W_0`'s rows: `2P + P` from the second layer on (its input is `[forward;
+    backward]`), and no `W_P_0` for cells without projection. options.json says `"lstm":
+    {"fully_bidirectional": true}`, which `elmo_tf.models.load_backbone` reads to build the right
+    backbone.
 
     Args:
-        config: an `ElmoConfig` (or its dict) without clips (`cell_clip`, `proj_clip` None:
-            Masked ELMo's cells have none), e.g. `ElmoConfig(**MASKED_ELMO_PRESETS[name])`
-            or `MaskedElmoBackbone.from_preset(name)`; its `fully_bidirectional` is set.
+        config: an `ElmoConfig` (or its dict), e.g. `ElmoConfig(**MASKED_ELMO_PRESETS[name])`
+            or `MaskedElmoBackbone.from_preset(name)`; its `fully_bidirectional` is set. The
+            presets' cells have no clips (`docs/masked_elmo.md`); a config with clips gets
+            ELMo's clipped cells, and `lstm_projection=False` cells without projection.
         stream_rows: rows of state kept for `encode_stream` (stream pre-training: a
             replica's batch size); None for a backbone that reads sentences only.
         dropout: dropout on every LSTM layer's input in training.
@@ -56,15 +58,13 @@ class MaskedElmoBackbone(Backbone):
     def __init__(self, config, stream_rows=None, dropout=0.0, dtype=None, **kwargs):
         if isinstance(config, dict):
             config = ElmoConfig(**config)
-        if config.cell_clip is not None or config.proj_clip is not None:
-            raise ValueError(
-                f"Masked ELMo's cells have no clips: cell_clip and proj_clip must be None; got "
-                f"{config.cell_clip} and {config.proj_clip} (see MASKED_ELMO_PRESETS).")
         config = dataclasses.replace(config, fully_bidirectional=True)
         # === Layers ===
         token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
         stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
-                            config.use_skip_connections, stateful=stream_rows is not None,
+                            config.use_skip_connections, cell_clip=config.cell_clip,
+                            proj_clip=config.proj_clip, projection=config.lstm_projection,
+                            stateful=stream_rows is not None,
                             max_batch_size=stream_rows or 1, dropout=dropout, dtype=dtype,
                             name="bilm")
 

@@ -13,6 +13,7 @@ def _clip_free(name):
 
 MASKED_ELMO_PRESETS = {
     "tiny_masked": _clip_free("tiny"),
+    "masked_elmo_cpu": _clip_free("elmo_cpu"),
     "masked_elmo_small": _clip_free("elmo_small"),
     "masked_elmo_original": _clip_free("elmo_original"),
 }

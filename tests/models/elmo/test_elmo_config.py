@@ -30,7 +30,8 @@ def test_presets_are_the_released_shapes(name, dim, proj, highway):
     assert c.filters == RELEASED_FILTERS and c.cell_clip == c.proj_clip == 3.0
     assert c.use_skip_connections and c.char_embedding_dim == 16
     assert ElmoConfig.from_preset(name[len("elmo_"):]) == c  # the 0.1 name
-    assert set(ElmoConfig.presets()) == {"tiny", "elmo_small", "elmo_medium", "elmo_original"}
+    assert set(ElmoConfig.presets()) == {"tiny", "elmo_cpu", "elmo_small", "elmo_medium",
+                                         "elmo_original"}
 
 
 def test_every_recipe_trains_the_preset_of_its_name():

