@@ -31,7 +31,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, corpus):
     output = str(tmp_path_factory.mktemp("run"))
-    results = training.train(RECIPE, corpus["train"], output, steps=60,
+    results = training.train(RECIPE, corpus["train"], output, steps=60, checkpoint_every=60,
                              validation=corpus["heldout"], verbose=0)
     return output, results
 
