@@ -33,6 +33,7 @@ again. Writes `bench/results/downstream-cpu.json` (machine, versions, command, e
 import argparse
 import datetime
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -140,7 +141,7 @@ def kneser_ney_baseline(paths, runs, order=5):
     values = model.log_likelihoods(heldout)
     return {"order": order, "vocabulary": len(model.words),
             "heldout_tokens_predicted": len(values),
-            "perplexity": round(float(__import__("math").exp(-sum(values) / len(values))), 3),
+            "perplexity": round(math.exp(-sum(values) / len(values)), 3),
             "discounts": {n: model.discounts[n] for n in range(1, order + 1)},
             "seconds": round(time.time() - began, 1)}
 

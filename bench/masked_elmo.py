@@ -87,6 +87,23 @@ def backbone_parameters(model):
     return int(sum(np.prod(v.shape) for v in model.backbone.trainable_variables))
 
 
+def alternated_step_seconds(runs, repeats, steps):
+    """Seconds per `train_on_batch` step of each `name: (model, (x, y))`, after 3 warm-up
+    steps each: `repeats` rounds of `steps` steps per model, the models taking turns so that
+    machine noise hits them all. `{name: [seconds per step, one per round]}`."""
+    for model, batch in runs.values():
+        for _ in range(3):
+            model.train_on_batch(*batch)
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, (model, batch) in runs.items():
+            started = time.perf_counter()
+            for _ in range(steps):
+                model.train_on_batch(*batch)
+            times[name].append((time.perf_counter() - started) / steps)
+    return times
+
+
 def batches(rng):
     """ELMo's and Masked ELMo's batches of the same sentences (random ids and words)."""
     lengths = rng.integers(TIME // 2, TIME + 1, BATCH)
@@ -112,17 +129,8 @@ def speed(repeats, steps):
     lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
     masked = masked_model(lstm_dim)
     elmo_batch, masked_batch, tokens = batches(np.random.default_rng(0))
-    for model, batch in ((elmo, elmo_batch), (masked, masked_batch)):
-        for _ in range(3):
-            model.train_on_batch(*batch)
-    times = {"elmo": [], "masked_elmo": []}
-    for _ in range(repeats):
-        for name, model, batch in (("elmo", elmo, elmo_batch),
-                                   ("masked_elmo", masked, masked_batch)):
-            started = time.perf_counter()
-            for _ in range(steps):
-                model.train_on_batch(*batch)
-            times[name].append((time.perf_counter() - started) / steps)
+    times = alternated_step_seconds({"elmo": (elmo, elmo_batch),
+                                     "masked_elmo": (masked, masked_batch)}, repeats, steps)
     median = {k: float(np.median(v)) for k, v in times.items()}
     return {"batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
             "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
@@ -263,17 +271,9 @@ def cells(repeats, steps, ablation_steps, seeds):
         models[name] = MaskedElmoLanguageModel(MaskedElmoBackbone(config, dropout=0.1),
                                                VOCABULARY, NEGATIVES)
         models[name].compile(optimizer=optimizer())
-    _, (x, y), tokens = batches(np.random.default_rng(0))
-    for model in models.values():
-        for _ in range(3):
-            model.train_on_batch(x, y)
-    times = {name: [] for name in models}
-    for _ in range(repeats):
-        for name, model in models.items():
-            started = time.perf_counter()
-            for _ in range(steps):
-                model.train_on_batch(x, y)
-            times[name].append((time.perf_counter() - started) / steps)
+    _, batch, tokens = batches(np.random.default_rng(0))
+    times = alternated_step_seconds({name: (model, batch) for name, model in models.items()},
+                                    repeats, steps)
     median = {k: float(np.median(v)) for k, v in times.items()}
     speed_part = {"shapes": shapes, "step_seconds": times, "step_seconds_median": median,
                   "tokens_per_second": {k: tokens / v for k, v in median.items()},
