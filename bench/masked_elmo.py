@@ -23,15 +23,17 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   run them (padding and the two boundaries included), so both read the same number of LSTM
   steps (equal recurrent compute); three seeds each, the same held-out perplexity.
 
-* cells: Masked ELMo with ELMo's clipped projected cell (clips 3), the clip-free projected
-  cell (the presets'), and the clip-free cell without projection (C = P, the nearest backbone
-  parameter count; its wider output also widens the softmax's input), at equal backbone
-  parameters: training speed (the speed part's batch, encoder and C = 416; steps alternated,
-  medians of 5 repeats of 5 steps) and, on `tiny_masked`'s shape, the held-out masked-LM
-  perplexity after the same 300 steps of 32 rows on the built-in corpus, seeds 0, 1, 2.
+* cells (`cell_speed`, `cell_loss`): Masked ELMo with ELMo's clipped projected cell (clips
+  3), the clip-free projected cell (the presets'), and the clip-free cell without projection
+  (C = P, the nearest backbone parameter count; its wider output also widens the softmax's
+  input), at equal backbone parameters: training speed (the speed part's batch, encoder and
+  C = 416; steps alternated, medians of 9 repeats of 5 steps) and, on `tiny_masked`'s shape,
+  the held-out masked-LM perplexity after the same 300 steps of 32 rows on the built-in
+  corpus, seeds 0, 1, 2.
 
 Writes `bench/results/masked_elmo-cpu.json` (machine, versions, command, every figure);
-`--only PART` runs one part and keeps the file's other parts.
+`--only PART` runs one part and keeps the file's other parts. The speed parts time the
+machine: run them alone on it.
 """
 
 import argparse
@@ -236,6 +238,7 @@ def no_projection_size(target, parameters, high):
     return size, parameters(size)
 
 
+PARTS = ["speed", "mask_accumulation", "tbptt", "cell_speed", "cell_loss"]
 CELLS = ("clipped, projected (ELMo's cell)", "clip-free, projected (the presets')",
          "clip-free, no projection")
 
@@ -259,10 +262,9 @@ def cell_configs(base):
                             "backbone_parameters": count(c)} for name, c in configs.items()}
 
 
-def cells(repeats, steps, ablation_steps, seeds):
-    """Speed (steps alternated, the speed part's batch and encoder, Masked ELMo's C = 416 of
-    the speed part) and the held-out perplexity after equal steps (`tiny_masked`'s shape) of
-    the three cells."""
+def cell_speed(repeats, steps):
+    """Training speed of the three cells (steps alternated; the speed part's batch and encoder,
+    at the backbone parameters of Masked ELMo's C = 416 there)."""
     configs, shapes = cell_configs(ElmoConfig(**{**ENCODER, "lstm_dim": 416,
                                                  "fully_bidirectional": True}))
     models = {}
@@ -275,21 +277,24 @@ def cells(repeats, steps, ablation_steps, seeds):
     times = alternated_step_seconds({name: (model, batch) for name, model in models.items()},
                                     repeats, steps)
     median = {k: float(np.median(v)) for k, v in times.items()}
-    speed_part = {"shapes": shapes, "step_seconds": times, "step_seconds_median": median,
-                  "tokens_per_second": {k: tokens / v for k, v in median.items()},
-                  "over_elmo_cell": {k: median[CELLS[0]] / v for k, v in median.items()}}
-    tiny_configs, tiny_shapes = cell_configs(Recipe.from_name("tiny_masked").model)
-    runs, medians = compare(ablation_data(), ablation_steps, seeds, "cell",
-                            {name: {"config": c} for name, c in tiny_configs.items()})
-    return {"speed": speed_part,
-            "loss": {"recipe": "tiny_masked", "shapes": tiny_shapes, "steps": ablation_steps,
-                     "batch_size": 32, "runs": runs, "median": medians}}
+    return {"shapes": shapes, "step_seconds": times, "step_seconds_median": median,
+            "tokens_per_second": {k: tokens / v for k, v in median.items()},
+            "over_elmo_cell": {k: median[CELLS[0]] / v for k, v in median.items()}}
+
+
+def cell_loss(steps, seeds):
+    """The held-out perplexity of the three cells on `tiny_masked`'s shape after equal steps."""
+    configs, shapes = cell_configs(Recipe.from_name("tiny_masked").model)
+    runs, medians = compare(ablation_data(), steps, seeds, "cell",
+                            {name: {"config": c} for name, c in configs.items()})
+    return {"recipe": "tiny_masked", "shapes": shapes, "steps": steps, "batch_size": 32,
+            "runs": runs, "median": medians}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few steps: checks the script")
-    parser.add_argument("--only", choices=["speed", "mask_accumulation", "tbptt", "cells"],
+    parser.add_argument("--only", choices=PARTS,
                         help="run this part only, keeping the output file's other parts")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "masked_elmo-cpu.json"))
@@ -304,7 +309,7 @@ def main():
                                    if part in report}
     report.setdefault("runs_of_parts", {})
     report["benchmark"] = "masked_elmo"
-    parts = [args.only] if args.only else ["speed", "mask_accumulation", "tbptt", "cells"]
+    parts = [args.only] if args.only else PARTS
     for part in parts:
         # Each part says where and how it ran (parts may come from different sessions).
         report["runs_of_parts"][part] = {
@@ -324,12 +329,14 @@ def main():
             report["bidirectional_tbptt"] = tbptt_ablation(
                 steps=20 if args.quick else 600, seeds=[0] if args.quick else [0, 1, 2])
             print(json.dumps(report["bidirectional_tbptt"]["median"]))
+        elif part == "cell_speed":  # the cells' speed and loss parts share one entry
+            report.setdefault("cells", {})["speed"] = cell_speed(
+                repeats=2 if args.quick else 9, steps=2 if args.quick else 5)
+            print(json.dumps(report["cells"]["speed"]["over_elmo_cell"]), flush=True)
         else:
-            report["cells"] = cells(repeats=2 if args.quick else 5, steps=2 if args.quick else 5,
-                                    ablation_steps=20 if args.quick else 300,
-                                    seeds=[0] if args.quick else [0, 1, 2])
-            print(json.dumps(report["cells"]["speed"]["over_elmo_cell"]),
-                  json.dumps(report["cells"]["loss"]["median"]), flush=True)
+            report.setdefault("cells", {})["loss"] = cell_loss(
+                steps=20 if args.quick else 300, seeds=[0] if args.quick else [0, 1, 2])
+            print(json.dumps(report["cells"]["loss"]["median"]), flush=True)
         write_json_atomically(args.output, report)
 
 

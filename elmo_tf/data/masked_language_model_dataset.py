@@ -6,6 +6,7 @@ import tensorflow as tf
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
 from elmo_tf.data.language_model_dataset import (
+    BUCKET_BOUNDARIES,
     MODES,
     StreamPacker,
     passes,
@@ -35,7 +36,8 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`.
 
     Sentence mode: every sentence is one row (the backbone adds `<S>`/`</S>` itself),
-    right-padded to the longest of its batch. Its tokens are masked BERT's way (`MaskTokens`):
+    batches are bucketed by length (as ELMo's, `language_model_dataset`) and right-padded to
+    the longest of their rows. Its tokens are masked BERT's way (`MaskTokens`):
     `rate` of them selected, 80 % replaced by the mask token, 10 % by a random word, 10 % kept
     (`elmo_tf.ops.masking.mask_tokens`).
 
@@ -139,9 +141,14 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     if repeat:
         data = data.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     data = data.enumerate().flat_map(encode)
-    data = data.padded_batch(
-        batch_size, padded_shapes=({"char_ids": [None, max_characters_per_token]},
-                                   {"targets": [None]}),
+    # Bucketed by length as ELMo's sentence batches (the LSTMs run `<S> .. </S>`, n + 2 steps):
+    # a batch of random sentences runs its LSTMs over the longest of them. A sentence's K
+    # copies arrive together and go to the same bucket, whose batches are a multiple of K, so
+    # they share a batch.
+    data = data.bucket_by_sequence_length(
+        lambda inputs, targets: tf.shape(targets["targets"])[0] + 2, list(BUCKET_BOUNDARIES),
+        [batch_size] * (len(BUCKET_BOUNDARIES) + 1),
+        padded_shapes=({"char_ids": [None, max_characters_per_token]}, {"targets": [None]}),
         padding_values=({"char_ids": 0}, {"targets": -1}), drop_remainder=repeat)
     if pad_to_buckets:
         def pad(inputs, targets):

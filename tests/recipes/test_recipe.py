@@ -79,3 +79,15 @@ def test_the_recipe_chooses_the_optimizer():
     assert type(lm.optimizer) is Adam and lm.optimizer.global_clipnorm == 10.0
     assert float(lm.optimizer.learning_rate) == pytest.approx(0.003)
     assert Recipe.from_name("elmo_cpu").optimizer == "adam"
+
+
+@pytest.mark.parametrize("name", ["tiny", "elmo_cpu", "masked_elmo_cpu"])
+def test_run_json_records_the_recipe_as_runs_before_its_new_fields_did(name):
+    from elmo_tf.training.run_directory import recipe_settings
+
+    recipe = Recipe.from_name(name)
+    settings = recipe_settings(recipe)
+    assert Recipe.from_dict({**settings, "name": recipe.name}) == recipe
+    # The optimizer is left out at the value runs had before the field existed (Adagrad), so
+    # those runs resume.
+    assert ("optimizer" in settings) == (recipe.optimizer != "adagrad"), settings

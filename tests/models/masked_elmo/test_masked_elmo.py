@@ -11,6 +11,7 @@ from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
 from elmo_tf.data import Vocabulary, build_vocabulary
 from elmo_tf.data.char_ids import MASK_CHAR, special_token_char_ids
 from elmo_tf.data.generated_corpus import GeneratedLanguage
+from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
 from elmo_tf.export import export_saved_model, write_embeddings
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
@@ -44,34 +45,58 @@ def _tiny_backbone(**kwargs):
 def test_mask_accumulation_gives_each_copy_its_own_tokens(corpus, rate, covers_all):
     sentences, vocabulary = corpus
     k = 3
-    (inputs, targets), = _dataset(sentences[:4], vocabulary, batch_size=12,
-                                  masks_per_sentence=k, rate=rate, repeat=False).take(1)
-    targets, masked = targets["targets"].numpy(), inputs["char_ids"].numpy()
-    for s in range(4):
-        copies = targets[s * k:(s + 1) * k]  # the copies of a sentence are consecutive rows
-        n = len(sentences[s])
-        selected = copies[:, :n] >= 0
-        assert selected.sum(0).max() <= 1  # disjoint: a token is predicted by one copy at most
-        if covers_all:
-            assert selected.sum(0).min() == 1
-        ids = vocabulary.lookup(tf.constant(sentences[s])).numpy()
-        original = tokens_to_char_ids([sentences[s]]).numpy()[0]
-        for row, chars in zip(copies, masked[s * k:(s + 1) * k]):
-            np.testing.assert_array_equal(row[:n][row[:n] >= 0], ids[row[:n] >= 0])
-            # What the model reads: unselected tokens as they are, selected ones mostly masked.
-            np.testing.assert_array_equal(chars[:n][row[:n] < 0], original[row[:n] < 0])
-            assert not chars[n:].any()
-            is_mask = (chars[:n] == special_token_char_ids(MASK_CHAR)).all(-1)
-            assert not is_mask[row[:n] < 0].any()
+    originals = [tokens_to_char_ids([s]).numpy()[0] for s in sentences[:4]]
+    found = []
+    for inputs, targets in _dataset(sentences[:4], vocabulary, batch_size=12,
+                                    masks_per_sentence=k, rate=rate, repeat=False):
+        targets, masked = targets["targets"].numpy(), inputs["char_ids"].numpy()
+        for group in range(len(targets) // k):  # a sentence's copies are consecutive rows
+            copies, chars = (a[group * k:(group + 1) * k] for a in (targets, masked))
+            # Its tokens, from a copy that does not predict them (disjoint: at most one does).
+            n = int((chars[0] != 0).any(-1).sum())
+            selected = copies[:, :n] >= 0
+            assert selected.sum(0).max() <= 1
+            if covers_all:
+                assert selected.sum(0).min() == 1
+            tokens = np.stack([chars[int(np.argmin(selected[:, t])), t] for t in range(n)])
+            s = next(i for i, o in enumerate(originals)
+                     if o.shape == tokens.shape and (o == tokens).all())
+            found.append(s)
+            ids = vocabulary.lookup(tf.constant(sentences[s])).numpy()
+            for row, row_chars in zip(copies, chars):
+                np.testing.assert_array_equal(row[:n][row[:n] >= 0], ids[row[:n] >= 0])
+                # What the model reads: unselected tokens as they are, selected ones mostly
+                # masked, nothing past the sentence.
+                np.testing.assert_array_equal(row_chars[:n][row[:n] < 0],
+                                              originals[s][row[:n] < 0])
+                assert not row_chars[n:].any() and (row[n:] < 0).all()
+                is_mask = (row_chars[:n] == special_token_char_ids(MASK_CHAR)).all(-1)
+                assert not is_mask[row[:n] < 0].any()
+    assert sorted(found) == [0, 1, 2, 3]
     # Over many sentences each copy predicts `rate` of the tokens.
-    (many_inputs, many), = _dataset(sentences, vocabulary, batch_size=600,
-                                    masks_per_sentence=k, rate=0.15, repeat=False).take(1)
+    selected = masks = 0
+    for inputs, targets in _dataset(sentences[:200], vocabulary, batch_size=600,
+                                    masks_per_sentence=k, rate=0.15, repeat=False):
+        chosen = targets["targets"].numpy() >= 0
+        is_mask = (inputs["char_ids"].numpy() == special_token_char_ids(MASK_CHAR)).all(-1)
+        selected, masks = selected + chosen.sum(), masks + is_mask[chosen].sum()
     n_tokens = sum(len(s) for s in sentences[:200])
-    fraction = (many["targets"].numpy() >= 0).sum() / (k * n_tokens)
-    assert abs(fraction - 0.15) < 0.02
-    selected = many["targets"].numpy() >= 0
-    is_mask = (many_inputs["char_ids"].numpy() == special_token_char_ids(MASK_CHAR)).all(-1)
-    assert abs(is_mask[selected].mean() - 0.8) < 0.05  # BERT's 80 % of the selected
+    assert abs(selected / (k * n_tokens) - 0.15) < 0.02
+    assert abs(masks / selected - 0.8) < 0.05  # BERT's 80 % of the selected
+
+
+def test_sentence_batches_are_bucketed_by_length(corpus):
+    # A batch of random sentences would run the LSTMs over the longest of them.
+    sentences, vocabulary = corpus
+    buckets = set()
+    for inputs, _ in _dataset(sentences, vocabulary, batch_size=16, masks_per_sentence=2,
+                              seed=3).take(30):
+        steps = (inputs["char_ids"].numpy() != 0).any(-1).sum(-1) + 2  # with <S> and </S>
+        bucket = np.searchsorted(BUCKET_BOUNDARIES, steps, side="right")
+        assert len(set(bucket)) == 1, steps
+        buckets.add(int(bucket[0]))
+        assert (steps[0::2] == steps[1::2]).all()  # a sentence's two copies share the batch
+    assert len(buckets) > 1  # the corpus spans several buckets
 
 
 def test_held_out_masking_is_fixed_by_the_seed(corpus):
@@ -109,7 +134,7 @@ def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
     shapes = {tuple(t["targets"].shape) for _, t in data}
     assert all(time in (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32)
                for _, time in shapes)
-    (x, y), = data.take(1)
+    x, y = next((x, y) for x, y in data if (y["targets"].numpy() >= 0).any())  # a token to learn
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=8)
     model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
     losses = [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(5)]
