@@ -47,7 +47,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.inference import machine, versions  # noqa: E402
-from bench.kneser_ney import KneserNey  # noqa: E402
+from bench.kneser_ney import EOS, UNK, KneserNey  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 
 DEFAULT_RUNS = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "bench_downstream")
@@ -155,10 +155,10 @@ def ngram_baselines(paths, runs, order=5):
     # with its relative frequency in training.
     known = set(vocabulary)
     counts = collections.Counter(
-        w if w in known else "<UNK>" for sentence in train for w in sentence + ["</S>"])
+        w if w in known else UNK for sentence in train for w in sentence + [EOS])
     total = sum(counts.values())
-    values = [math.log(counts[w if w in known else "<UNK>"] / total)
-              for sentence in heldout for w in sentence + ["</S>"]]
+    values = [math.log(counts[w if w in known else UNK] / total)
+              for sentence in heldout for w in sentence + [EOS]]
     unigram = {"heldout_tokens_predicted": len(values),
                "perplexity": round(math.exp(-sum(values) / len(values)), 3)}
     return {f"kneser_ney_{order}gram": kneser_ney, "unigram": unigram}
@@ -192,6 +192,7 @@ def probe(paths, runs, representations=tuple(REPRESENTATIONS), tasks=tuple(TASKS
     random_dir = os.path.join(runs, "random_elmo_cpu")
     if not os.path.isfile(os.path.join(random_dir, "weights.hdf5")):
         run([*CLI, "init", "--preset", "elmo_cpu", "--output", random_dir, "--seed", "0"])
+    stamps = {}  # biLM run: its weights' digest, read once
     results = {}
     for task in tasks:
         kind, train, dev, metric = TASKS[task]
@@ -209,7 +210,9 @@ def probe(paths, runs, representations=tuple(REPRESENTATIONS), tasks=tuple(TASKS
                            str(PROBE["learning_rate"]), "--dropout", str(PROBE["dropout"])]
                 if mix:
                     command += ["--scalar-mix-parameters", mix]
-                stamp = _weights_digest(os.path.join(runs, bilm))
+                if bilm not in stamps:
+                    stamps[bilm] = _weights_digest(os.path.join(runs, bilm))
+                stamp = stamps[bilm]
                 if _probed_bilm(output) != stamp:  # not run, or run on an older biLM
                     shutil.rmtree(output, ignore_errors=True)
                 if not os.path.exists(os.path.join(output, "dev_metrics.json")):  # else done

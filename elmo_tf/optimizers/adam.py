@@ -4,7 +4,7 @@ replicas."""
 import keras
 import tensorflow as tf
 
-from elmo_tf.optimizers.replica_sum_clipping import ReplicaSumClipping
+from elmo_tf.optimizers.replica_sum_clipping import ReplicaSumClipping, sorted_runs
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -45,10 +45,7 @@ class Adam(ReplicaSumClipping, keras.optimizers.Adam):
         # `_deduplicated` sums repeated rows into each row's first entry and pads with zero rows
         # that repeat real ones: only a row's first entry may update it.
         indices = gradient.indices
-        order = tf.argsort(indices, stable=True)
-        sorted_indices = tf.gather(indices, order)
-        first_sorted = tf.concat([tf.ones([tf.minimum(tf.size(indices), 1)], tf.bool),
-                                  tf.not_equal(sorted_indices[1:], sorted_indices[:-1])], 0)
+        order, _, first_sorted = sorted_runs(indices)
         first = tf.scatter_nd(order[:, None], first_sorted, tf.shape(indices))
         values = tf.cast(gradient.values, dtype)
         keep = tf.reshape(tf.cast(first, dtype), [-1] + [1] * (values.shape.rank - 1))

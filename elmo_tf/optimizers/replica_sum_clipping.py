@@ -43,17 +43,24 @@ def _deduplicated(gradient):
     any other gradient as it is."""
     if not isinstance(gradient, tf.IndexedSlices):
         return gradient
-    order = tf.argsort(gradient.indices, stable=True)
-    indices = tf.gather(gradient.indices, order)
+    order, indices, starts = sorted_runs(gradient.indices)
     n = tf.shape(indices)[0]
-    starts = tf.concat([tf.ones([tf.minimum(n, 1)], tf.bool),
-                        tf.not_equal(indices[1:], indices[:-1])], 0)
     segments = tf.cumsum(tf.cast(starts, tf.int32)) - 1  # the unique row of each sorted entry
     values = tf.math.unsorted_segment_sum(tf.gather(gradient.values, order), segments, n)
     # Padding segments (past the number of unique rows) hold zeros; they keep naming the sorted
     # rows they started from (real rows, spread out: no pile-up of zero updates on one row).
     unique = tf.tensor_scatter_nd_update(indices, segments[:, None], indices)
     return tf.IndexedSlices(values, unique, gradient.dense_shape)
+
+
+def sorted_runs(indices):
+    """`(order, sorted, starts)`: the stable sort of the 1-D `indices`, and whether each sorted
+    entry is the first of its run of equal indices."""
+    order = tf.argsort(indices, stable=True)
+    sorted_indices = tf.gather(indices, order)
+    starts = tf.concat([tf.ones([tf.minimum(tf.size(indices), 1)], tf.bool),
+                        tf.not_equal(sorted_indices[1:], sorted_indices[:-1])], 0)
+    return order, sorted_indices, starts
 
 
 def _clipped_by_global_norm(grads, clip_norm):
