@@ -143,8 +143,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
         # batch's record_if (step % update_freq == 0): a batch frequency that does not divide
         # the interval drops them. The largest divisor of the interval up to 50 keeps them.
-        every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
-        callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=every))
+        log_every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
+        callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=log_every))
     logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
                 "checkpoint every %d steps", recipe.name, done + (intervals - first) * interval,
                 steps_per_epoch, pairs, size["sentences"], interval)
