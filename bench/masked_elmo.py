@@ -49,21 +49,27 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.inference import machine, versions  # noqa: E402
-from elmo_tf.data import masked_language_model_dataset, read_corpus  # noqa: E402
+from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
+from elmo_tf.data import (  # noqa: E402
+    build_vocabulary, masked_language_model_dataset, read_corpus)
+from elmo_tf.data.char_ids import BOS_TOKEN, EOS_TOKEN  # noqa: E402
 from elmo_tf.data.generated_corpus import write_generated_corpus  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.models import (  # noqa: E402
     ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoLanguageModel)
-from elmo_tf.optimizers import SparseAdagrad  # noqa: E402
+from elmo_tf.optimizers import Adam, SparseAdagrad  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER = {"char_embedding_dim": 16, "filters": ((1, 32), (2, 32), (3, 64), (4, 128)),
            "n_highway": 1, "projection_dim": 64, "n_layers": 2, "use_skip_connections": True}
 VOCABULARY, NEGATIVES, BATCH, TIME = 20_000, 8192, 32, 20
+# The TBPTT ablation on real text in document order.
+DOCUMENTS_MODEL, DOCUMENTS_STEPS = "masked_elmo_cpu", 1000
 
 
 def optimizer():
@@ -148,7 +154,6 @@ def ablation_data():
     fixed held-out masking."""
     directory = tempfile.mkdtemp()
     corpus = write_generated_corpus(directory, n_sentences=20_000, n_heldout=500, n_shards=2)
-    from elmo_tf.data import build_vocabulary
     vocabulary = build_vocabulary(read_corpus(corpus["train"]), progress=False)
     heldout = masked_language_model_dataset(read_corpus(corpus["heldout"]), vocabulary,
                                             batch_size=32, repeat=False, seed=0)
@@ -226,6 +231,94 @@ def tbptt_ablation(steps, seeds):
                                    "stream window": window}, "runs": runs, "median": medians}
 
 
+def document_sentences(path):
+    """The documents of `path` (blank lines between documents), each as one 1-D string tensor:
+    its sentences joined by `</S> <S>`. A stream puts `<S>`/`</S>` around each element
+    (`with_sentence_boundaries`), so a document reads `<S> s1 </S> <S> s2 </S> ..`, its
+    sentences in text order, and a stream of shuffled documents keeps each one whole."""
+    def documents():
+        sentences = []
+        with open(path, encoding="utf-8") as f:
+            for line in [*f, ""]:
+                if line.strip():
+                    sentences.append(line.split())
+                elif sentences:
+                    yield np.array([t for s in sentences for t in s + [EOS_TOKEN, BOS_TOKEN]
+                                    ][:-2], object)
+                    sentences = []
+
+    return tf.data.Dataset.from_generator(documents,
+                                          output_signature=tf.TensorSpec([None], tf.string))
+
+
+def documents_tbptt(steps, seeds, rows=32):
+    """Bidirectional TBPTT on real text in document order (`bench/real_text.py`'s LM corpus):
+    `DOCUMENTS_MODEL` trained for the same steps of `rows` rows from sentence batches, from
+    streams of shuffled sentences (bilm-tf's streams), and from streams of shuffled documents
+    (each read in text order) with the state carried both ways or zeroed before every batch.
+    Each model is scored on the held-out text twice: in sentence batches (every sentence from
+    zero state) and in streams of the held-out documents with the state carried (context from
+    the sentences around); each way on one fixed masking."""
+    paths = prepare(DEFAULT_DATA_DIR)
+    recipe = Recipe.from_name(DOCUMENTS_MODEL)
+    vocabulary = build_vocabulary(read_corpus(paths["lm_train"]), min_count=2, progress=False)
+    chars = recipe.model.max_characters_per_token
+    sentence_batches = masked_language_model_dataset(read_corpus(paths["lm_train"]), vocabulary,
+                                                     batch_size=rows, seed=0)
+    lengths = [int(y["targets"].shape[1]) + 2 for _, y in sentence_batches.take(300)]
+    window = int(round(float(np.mean(lengths))))
+    heldout = {
+        "sentences": masked_language_model_dataset(read_corpus(paths["lm_heldout"]), vocabulary,
+                                                   batch_size=rows, repeat=False, seed=0,
+                                                   max_characters_per_token=chars),
+        "document streams, state carried": masked_language_model_dataset(
+            document_sentences(paths["lm_heldout_documents"]), vocabulary, mode="stream",
+            batch_size=rows, window=window, repeat=False, seed=0,
+            max_characters_per_token=chars)}
+    variants = {
+        "sentence": (read_corpus(paths["lm_train"]), {"mode": "sentence"}, []),
+        "stream of shuffled sentences, state carried": (
+            read_corpus(paths["lm_train"]), {"mode": "stream", "window": window}, []),
+        "stream of shuffled documents, state carried": (
+            document_sentences(paths["lm_train_documents"]), {"mode": "stream",
+                                                              "window": window}, []),
+        "stream of shuffled documents, zero state every batch": (
+            document_sentences(paths["lm_train_documents"]), {"mode": "stream",
+                                                              "window": window},
+            [ZeroStateEveryBatch()]),
+    }
+    runs = []
+    for name, (train, options, callbacks) in variants.items():
+        for seed in seeds:
+            keras.utils.set_random_seed(seed)
+            model = MaskedElmoLanguageModel(
+                MaskedElmoBackbone(recipe.model, stream_rows=rows, dropout=recipe.dropout),
+                len(vocabulary), num_negatives=recipe.num_negatives)
+            model.compile(optimizer=Adam(recipe.learning_rate, global_clipnorm=recipe.clip_norm))
+            data = masked_language_model_dataset(train, vocabulary, batch_size=rows, seed=seed,
+                                                 shuffle_buffer=100_000,
+                                                 max_characters_per_token=chars, **options)
+            started = time.perf_counter()
+            model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)
+            seconds = time.perf_counter() - started
+            scores = {}
+            for how, batches_ in heldout.items():
+                model.reset_states()
+                scores[how] = float(model.evaluate(batches_, verbose=0,
+                                                   return_dict=True)["perplexity"])
+            runs.append({"training batches": name, "seed": seed,
+                         "heldout_masked_lm_perplexity": scores, "train_seconds": seconds})
+            print(f"{name}, seed {seed}: {json.dumps(scores)} ({seconds:.0f} s)", flush=True)
+    medians = {name: {how: float(np.median([r["heldout_masked_lm_perplexity"][how]
+                                            for r in runs if r["training batches"] == name]))
+                      for how in heldout} for name in variants}
+    return {"model": DOCUMENTS_MODEL, "optimizer": f"Adam {recipe.learning_rate}",
+            "vocabulary": len(vocabulary), "steps": steps, "rows": rows,
+            "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
+                                   "stream window": window},
+            "runs": runs, "median": medians}
+
+
 def no_projection_size(target, parameters, high):
     """The C = P of a cell without projection whose backbone has the nearest parameter count to
     `target`; `parameters(c)` counts a backbone's (it grows with c; `parameters(high)` is over
@@ -238,7 +331,7 @@ def no_projection_size(target, parameters, high):
     return size, parameters(size)
 
 
-PARTS = ["speed", "mask_accumulation", "tbptt", "cell_speed", "cell_loss"]
+PARTS = ["speed", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed", "cell_loss"]
 CELLS = ("clipped, projected (ELMo's cell)", "clip-free, projected (the presets')",
          "clip-free, no projection")
 
@@ -329,6 +422,10 @@ def main():
             report["bidirectional_tbptt"] = tbptt_ablation(
                 steps=20 if args.quick else 600, seeds=[0] if args.quick else [0, 1, 2])
             print(json.dumps(report["bidirectional_tbptt"]["median"]))
+        elif part == "tbptt_documents":
+            report["bidirectional_tbptt_documents"] = documents_tbptt(
+                steps=20 if args.quick else DOCUMENTS_STEPS, seeds=[0] if args.quick else [0, 1])
+            print(json.dumps(report["bidirectional_tbptt_documents"]["median"]), flush=True)
         elif part == "cell_speed":  # the cells' speed and loss parts share one entry
             report.setdefault("cells", {})["speed"] = cell_speed(
                 repeats=2 if args.quick else 9, steps=2 if args.quick else 5)

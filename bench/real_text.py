@@ -17,7 +17,10 @@ What `prepare(data_dir)` writes under `data_dir` (default `~/.cache/elmo_tf/real
   held-out part is the last 5 % of each source, a contiguous block (so that no sentence of a
   held-out document sits in training): 1,000 OANC sentences and the last 75 reviews.
   `lm/curve.txt` is every fourth held-out sentence, for learning curves (a quarter of the
-  evaluation time at every checkpoint).
+  evaluation time at every checkpoint). `lm/train_documents.txt` and `lm/heldout_documents.txt`
+  hold the same lines with a blank line between documents (BERT's pre-training layout): each
+  review is a document, and the OANC sample, one contiguous text without its document
+  boundaries, is cut into documents of 50 consecutive sentences.
 * `wsj/train.conll`, `wsj/dev.conll`: the Penn Treebank WSJ sample (`tagged-en-wsj.txt`, 1,001
   lines, 44 tags) as `token TAG` lines, the first 800 lines for training and the last 201 for
   dev, less the dev lines with a tag that training lacks (they move to training).
@@ -51,6 +54,7 @@ DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "r
 HELD_OUT_FRACTION = 0.05
 WSJ_TRAIN_LINES = 800
 POLARITY_TRAIN = 3200
+OANC_DOCUMENT_SENTENCES = 50
 
 
 def fetch(data_dir=DEFAULT_DATA_DIR):
@@ -110,12 +114,13 @@ def _write(path, lines):
 def prepare(data_dir=DEFAULT_DATA_DIR):
     """Fetches the corpora and writes the benchmark files (see the module docstring).
 
-    Returns a dict of paths: `lm_train`, `lm_heldout`, `lm_curve`, `wsj_train`, `wsj_dev`,
-    `polarity_train`, `polarity_dev`.
+    Returns a dict of paths: `lm_train`, `lm_heldout`, `lm_curve`, `lm_train_documents`,
+    `lm_heldout_documents`, `wsj_train`, `wsj_dev`, `polarity_train`, `polarity_dev`.
     """
     corpora = fetch(data_dir)
     paths = {"lm_train": "lm/train.txt", "lm_heldout": "lm/heldout.txt",
-             "lm_curve": "lm/curve.txt",
+             "lm_curve": "lm/curve.txt", "lm_train_documents": "lm/train_documents.txt",
+             "lm_heldout_documents": "lm/heldout_documents.txt",
              "wsj_train": "wsj/train.conll", "wsj_dev": "wsj/dev.conll",
              "polarity_train": "polarity/train.tsv", "polarity_dev": "polarity/dev.tsv"}
     paths = {key: os.path.join(data_dir, value) for key, value in paths.items()}
@@ -134,6 +139,11 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
     heldout = oanc_heldout + [s for review in reviews_heldout for s in review]
     _write(paths["lm_heldout"], heldout)
     _write(paths["lm_curve"], heldout[::4])
+    for key, oanc_part, reviews_part in (("lm_train_documents", oanc_train, reviews_train),
+                                         ("lm_heldout_documents", oanc_heldout, reviews_heldout)):
+        documents = [oanc_part[i:i + OANC_DOCUMENT_SENTENCES]
+                     for i in range(0, len(oanc_part), OANC_DOCUMENT_SENTENCES)] + reviews_part
+        _write(paths[key], [line for document in documents for line in document + [""]][:-1])
 
     with open(os.path.join(corpora, "tagged-en-wsj.txt"), encoding="utf-8") as f:
         wsj = [_tagged(line) for line in f if line.strip()]

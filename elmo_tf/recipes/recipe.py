@@ -26,8 +26,11 @@ class Recipe:
     tests and the demo. `elmo_cpu` learns real English on a 2-core CPU in half an hour (Adam,
     sentence batches; `bench/downstream.py`). `masked_elmo_small`, `masked_elmo_original`,
     `masked_elmo_cpu` and `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the
-    masked-LM objective, in sentence batches (stream batches carry state both ways: bidirectional
-    truncated backpropagation through time), with the same optimizer as their ELMo counterparts.
+    masked-LM objective and the same optimizer as their ELMo counterparts: `masked_elmo_small`
+    and `masked_elmo_original` in stream batches read both ways (bidirectional truncated
+    backpropagation through time; on real text they beat sentence batches at equal compute),
+    `masked_elmo_cpu` and `tiny_masked` in sentence batches (as `elmo_cpu`; on the built-in
+    corpus of independent sentences, sentence batches do better).
     Each trains the preset of its name (`elmo_tf.models.elmo.elmo_presets`,
     `...masked_elmo.masked_elmo_presets`).
 
@@ -208,7 +211,7 @@ def preset_config(name):
 
 def _masked(name, base, **kwargs):
     return dataclasses.replace(_RECIPES[base], name=name, model=preset_config(name),
-                               mode="sentence", objective="masked_lm", **kwargs)
+                               objective="masked_lm", **kwargs)
 
 
 _RECIPES = {
@@ -225,9 +228,11 @@ _RECIPES = {
                        batch_size=64, num_negatives=2048, optimizer="adam",
                        learning_rate=2e-3, epochs=2, min_count=2, shuffle_buffer=100_000),
 }
+# The batches of each measured at equal recurrent compute (`bench/masked_elmo.py`, parts
+# `tbptt_documents` on real text and `tbptt` on the built-in corpus; docs/masked_elmo.md).
 _RECIPES.update({
-    "masked_elmo_original": _masked("masked_elmo_original", "elmo_original"),
-    "masked_elmo_small": _masked("masked_elmo_small", "elmo_small"),
-    "masked_elmo_cpu": _masked("masked_elmo_cpu", "elmo_cpu"),
-    "tiny_masked": _masked("tiny_masked", "tiny"),
+    "masked_elmo_original": _masked("masked_elmo_original", "elmo_original"),  # stream
+    "masked_elmo_small": _masked("masked_elmo_small", "elmo_small"),           # stream
+    "masked_elmo_cpu": _masked("masked_elmo_cpu", "elmo_cpu"),                 # sentence
+    "tiny_masked": _masked("tiny_masked", "tiny", mode="sentence"),
 })
