@@ -22,6 +22,11 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   brings). The stream window is the mean length of the sentence batches' rows as the LSTMs
   run them (padding and the two boundaries included), so both read the same number of LSTM
   steps (equal recurrent compute); three seeds each, the same held-out perplexity.
+* the same on real text in document order (`tbptt_documents`): `masked_elmo_cpu`'s model and
+  optimizer on `bench/real_text.py`'s LM corpus (fetched at run time), trained from sentence
+  batches, streams of shuffled sentences, and streams of shuffled documents (each read whole,
+  in text order) with the state carried both ways or zeroed every batch; scored in held-out
+  sentence batches and in held-out document streams with the state carried; two seeds.
 
 * cells (`cell_speed`, `cell_loss`): Masked ELMo with ELMo's clipped projected cell (clips
   3), the clip-free projected cell (the presets'), and the clip-free cell without projection
