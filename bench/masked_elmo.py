@@ -74,7 +74,7 @@ ENCODER = {"char_embedding_dim": 16, "filters": ((1, 32), (2, 32), (3, 64), (4, 
            "n_highway": 1, "projection_dim": 64, "n_layers": 2, "use_skip_connections": True}
 VOCABULARY, NEGATIVES, BATCH, TIME = 20_000, 8192, 32, 20
 # The TBPTT ablation on real text in document order.
-DOCUMENTS_MODEL, DOCUMENTS_STEPS = "masked_elmo_cpu", 1000
+DOCUMENTS_MODEL, DOCUMENTS_STEPS, DOCUMENTS_SHUFFLE = "masked_elmo_cpu", 1000, 100_000
 
 
 def optimizer():
@@ -268,9 +268,15 @@ def documents_tbptt(steps, seeds, rows=32):
     recipe = Recipe.from_name(DOCUMENTS_MODEL)
     vocabulary = build_vocabulary(read_corpus(paths["lm_train"]), min_count=2, progress=False)
     chars = recipe.model.max_characters_per_token
+    # The LSTM steps of the training sentence batches (their shuffle: the corpus lists its
+    # sources one after the other, and their sentence lengths differ), and how many are real.
     sentence_batches = masked_language_model_dataset(read_corpus(paths["lm_train"]), vocabulary,
-                                                     batch_size=rows, seed=0)
-    lengths = [int(y["targets"].shape[1]) + 2 for _, y in sentence_batches.take(300)]
+                                                     batch_size=rows, seed=0,
+                                                     shuffle_buffer=DOCUMENTS_SHUFFLE)
+    lengths, real = [], []
+    for x, _ in sentence_batches.take(300):
+        lengths.append(int(x["char_ids"].shape[1]) + 2)
+        real.append(float(np.mean(np.sum(x["char_ids"][:, :, 0].numpy() != 0, 1))) + 2)
     window = int(round(float(np.mean(lengths))))
     heldout = {
         "sentences": masked_language_model_dataset(read_corpus(paths["lm_heldout"]), vocabulary,
@@ -301,7 +307,7 @@ def documents_tbptt(steps, seeds, rows=32):
                 len(vocabulary), num_negatives=recipe.num_negatives)
             model.compile(optimizer=Adam(recipe.learning_rate, global_clipnorm=recipe.clip_norm))
             data = masked_language_model_dataset(train, vocabulary, batch_size=rows, seed=seed,
-                                                 shuffle_buffer=100_000,
+                                                 shuffle_buffer=DOCUMENTS_SHUFFLE,
                                                  max_characters_per_token=chars, **options)
             started = time.perf_counter()
             model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=callbacks)
@@ -320,6 +326,7 @@ def documents_tbptt(steps, seeds, rows=32):
     return {"model": DOCUMENTS_MODEL, "optimizer": f"Adam {recipe.learning_rate}",
             "vocabulary": len(vocabulary), "steps": steps, "rows": rows,
             "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
+                                   "sentence, real tokens (mean)": float(np.mean(real)),
                                    "stream window": window},
             "runs": runs, "median": medians}
 

@@ -28,9 +28,10 @@ class Recipe:
     `masked_elmo_cpu` and `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the
     masked-LM objective and the same optimizer as their ELMo counterparts: `masked_elmo_small`
     and `masked_elmo_original` in stream batches read both ways (bidirectional truncated
-    backpropagation through time; on real text they beat sentence batches at equal compute),
-    `masked_elmo_cpu` and `tiny_masked` in sentence batches (as `elmo_cpu`; on the built-in
-    corpus of independent sentences, sentence batches do better).
+    backpropagation through time; with `masked_elmo_cpu`'s model on real text, stream batches
+    beat sentence batches), `tiny_masked` in sentence batches (better on the built-in corpus of
+    independent sentences) and `masked_elmo_cpu` too, as `elmo_cpu` (its downstream figures
+    were measured so). See `docs/masked_elmo.md`.
     Each trains the preset of its name (`elmo_tf.models.elmo.elmo_presets`,
     `...masked_elmo.masked_elmo_presets`).
 
@@ -228,8 +229,8 @@ _RECIPES = {
                        batch_size=64, num_negatives=2048, optimizer="adam",
                        learning_rate=2e-3, epochs=2, min_count=2, shuffle_buffer=100_000),
 }
-# The batches of each measured at equal recurrent compute (`bench/masked_elmo.py`, parts
-# `tbptt_documents` on real text and `tbptt` on the built-in corpus; docs/masked_elmo.md).
+# Their batches: `bench/masked_elmo.py`'s parts `tbptt_documents` (real text) and `tbptt` (the
+# built-in corpus); docs/masked_elmo.md.
 _RECIPES.update({
     "masked_elmo_original": _masked("masked_elmo_original", "elmo_original"),  # stream
     "masked_elmo_small": _masked("masked_elmo_small", "elmo_small"),           # stream
