@@ -215,14 +215,25 @@ class ZeroStateEveryBatch(keras.callbacks.Callback):
         self.model.reset_states()
 
 
+def sentence_batch_steps(sentence_batches, n):
+    """`(mean LSTM steps per row, mean real ones)` over the first `n` sentence batches: the
+    LSTMs run a batch over its longest row plus `<S>` and `</S>`; a row's real steps are its
+    tokens plus the two boundaries. The stream window of equal recurrent compute is the first,
+    rounded."""
+    steps, real = [], []
+    for x, _ in sentence_batches.take(n):
+        steps.append(int(x["char_ids"].shape[1]) + 2)
+        real.append(float(np.mean(np.sum(x["char_ids"][:, :, 0].numpy() != 0, 1))) + 2)
+    return float(np.mean(steps)), float(np.mean(real))
+
+
 def tbptt_ablation(steps, seeds):
     data = ablation_data()
     corpus, vocabulary, _ = data
     sentence_batches = masked_language_model_dataset(read_corpus(corpus["train"]), vocabulary,
                                                      batch_size=32, seed=0)
-    # The LSTMs run a sentence batch over its longest row plus <S> and </S>.
-    lengths = [int(y["targets"].shape[1]) + 2 for _, y in sentence_batches.take(200)]
-    window = int(round(float(np.mean(lengths))))
+    lstm_steps, _ = sentence_batch_steps(sentence_batches, 200)
+    window = round(lstm_steps)
     runs, medians = compare(data, steps, seeds, "batches", {
         "sentence": {"mode": "sentence"},
         "stream, state carried both ways": {"mode": "stream", "window": window,
@@ -232,8 +243,8 @@ def tbptt_ablation(steps, seeds):
                                            "callbacks": [ZeroStateEveryBatch()]},
     })
     return {"recipe": "tiny_masked", "steps": steps, "rows": 32,
-            "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
-                                   "stream window": window}, "runs": runs, "median": medians}
+            "lstm_steps_per_row": {"sentence (mean)": lstm_steps, "stream window": window},
+            "runs": runs, "median": medians}
 
 
 def document_sentences(path):
@@ -268,16 +279,12 @@ def documents_tbptt(steps, seeds, rows=32):
     recipe = Recipe.from_name(DOCUMENTS_MODEL)
     vocabulary = build_vocabulary(read_corpus(paths["lm_train"]), min_count=2, progress=False)
     chars = recipe.model.max_characters_per_token
-    # The LSTM steps of the training sentence batches (their shuffle: the corpus lists its
-    # sources one after the other, and their sentence lengths differ), and how many are real.
-    sentence_batches = masked_language_model_dataset(read_corpus(paths["lm_train"]), vocabulary,
-                                                     batch_size=rows, seed=0,
-                                                     shuffle_buffer=DOCUMENTS_SHUFFLE)
-    lengths, real = [], []
-    for x, _ in sentence_batches.take(300):
-        lengths.append(int(x["char_ids"].shape[1]) + 2)
-        real.append(float(np.mean(np.sum(x["char_ids"][:, :, 0].numpy() != 0, 1))) + 2)
-    window = int(round(float(np.mean(lengths))))
+    # Measured on the training sentence batches' shuffle: the corpus lists its sources one
+    # after the other, and their sentence lengths differ.
+    lstm_steps, real_steps = sentence_batch_steps(masked_language_model_dataset(
+        read_corpus(paths["lm_train"]), vocabulary, batch_size=rows, seed=0,
+        shuffle_buffer=DOCUMENTS_SHUFFLE), 300)
+    window = round(lstm_steps)
     heldout = {
         "sentences": masked_language_model_dataset(read_corpus(paths["lm_heldout"]), vocabulary,
                                                    batch_size=rows, repeat=False, seed=0,
@@ -325,8 +332,8 @@ def documents_tbptt(steps, seeds, rows=32):
                       for how in heldout} for name in variants}
     return {"model": DOCUMENTS_MODEL, "optimizer": f"Adam {recipe.learning_rate}",
             "vocabulary": len(vocabulary), "steps": steps, "rows": rows,
-            "lstm_steps_per_row": {"sentence (mean)": float(np.mean(lengths)),
-                                   "sentence, real tokens (mean)": float(np.mean(real)),
+            "lstm_steps_per_row": {"sentence (mean)": lstm_steps,
+                                   "sentence, real tokens (mean)": real_steps,
                                    "stream window": window},
             "runs": runs, "median": medians}
 
