@@ -137,9 +137,8 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             table, rate=1.0)
         return tf.data.Dataset.from_tensor_slices(({"char_ids": masked}, {"targets": targets}))
 
-    data = sentences.filter(lambda tokens: tf.size(tokens) > 0)
-    if repeat:
-        data = data.repeat().shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    data = passes(sentences.filter(lambda tokens: tf.size(tokens) > 0), seed, shuffle_buffer,
+                  repeat)
     data = data.enumerate().flat_map(encode)
     # Bucketed by length as ELMo's sentence batches (the LSTMs run `<S> .. </S>`, n + 2 steps):
     # a batch of random sentences runs its LSTMs over the longest of them. A sentence's K
