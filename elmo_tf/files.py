@@ -11,15 +11,11 @@ import re
 import shutil
 import socket
 import tempfile
-import time
 
 import h5py
 import numpy as np
 
 _HOST = (re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host")[:24]
-# A temporary younger than this is never taken for a leftover: its writer may not hold its lock
-# yet (it takes it right after creating the file).
-_GRACE_SECONDS = 10.0
 
 
 def temporary_prefix(name):
@@ -29,14 +25,47 @@ def temporary_prefix(name):
 
 
 @contextlib.contextmanager
-def held(path):
-    """Holds an exclusive `flock` on `path` (a file or a directory) while writing it: the mark
-    of a live writer that `remove_stale_temporaries` respects, released however the process
-    ends (kill -9 included)."""
-    fd = os.open(path, os.O_RDONLY)
+def _directory_lock(directory, operation):
+    """Holds `flock(operation)` on `directory` itself. Writers hold it shared while they create
+    and lock a temporary there, cleaners exclusively while they look for stale ones: a cleaner
+    never sees a live writer's temporary before its lock."""
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        fcntl.flock(fd, operation)
         yield
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def locked_temporary(directory, name, is_directory=False):
+    """A new temporary file (or directory) for `name` in `directory`, named
+    `NAME.HOST-PID.*.tmp`, created and locked (`flock`) in one step as `remove_stale_temporaries`
+    sees it, and locked until the block ends, however the process ends (kill -9 included).
+    Yields its path; the block moves it into place. If the block raises, the temporary is
+    removed.
+
+    Example:
+    >>> with locked_temporary("out", "vec.hdf5") as tmp:
+    ...     write(tmp)
+    ...     os.replace(tmp, "out/vec.hdf5")
+    """
+    with _directory_lock(directory, fcntl.LOCK_SH):
+        if is_directory:
+            tmp = tempfile.mkdtemp(dir=directory, prefix=temporary_prefix(name), suffix=".tmp")
+            fd = os.open(tmp, os.O_RDONLY)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(name),
+                                       suffix=".tmp")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        yield tmp
+    except BaseException:
+        if is_directory:
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif os.path.exists(tmp):
+            os.remove(tmp)
+        raise
     finally:
         os.close(fd)
 
@@ -44,22 +73,25 @@ def held(path):
 def remove_stale_temporaries(directory, name=None):
     """Removes the temporaries a killed writer left in `directory`: for `name` (any name when
     None), files and directories named `NAME.*.tmp` (and Keras's staged `NAME.*.tmp.weights.h5`)
-    that no process holds locked (`held`) and that are older than a few seconds. A live writer's
-    temporaries, on this host or another one sharing the file system, are left alone."""
+    that no process holds locked, whatever their age. A live writer's temporaries
+    (`locked_temporary`), on this host or another one sharing the file system, are left alone."""
+    if not os.path.isdir(directory):
+        return
     pattern = (re.escape(name) if name is not None else r".+") + r"\..+\.tmp(\.weights\.h5)?"
-    for path in glob.glob(os.path.join(glob.escape(directory),
-                                       (glob.escape(name) if name is not None else "") + "*")):
-        match = re.fullmatch(pattern, os.path.basename(path))
-        if not match:
-            continue
-        lock = path[:-len(match.group(1))] if match.group(1) else path  # staged: its .tmp's
-        with contextlib.suppress(FileNotFoundError):
-            if time.time() - os.path.getmtime(path) < _GRACE_SECONDS or _is_locked(lock):
+    with _directory_lock(directory, fcntl.LOCK_EX):
+        for path in glob.glob(os.path.join(glob.escape(directory),
+                                           (glob.escape(name) if name is not None else "") + "*")):
+            match = re.fullmatch(pattern, os.path.basename(path))
+            if not match:
                 continue
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.remove(path)
+            lock = path[:-len(match.group(1))] if match.group(1) else path  # staged: its .tmp's
+            with contextlib.suppress(FileNotFoundError):
+                if _is_locked(lock):
+                    continue
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    os.remove(path)
 
 
 def _is_locked(path):
@@ -100,25 +132,20 @@ def write_atomically(path, write, needed_bytes=None):
     remove_stale_temporaries(directory, name)
     if needed_bytes is not None:
         check_free_space(path, needed_bytes, path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temporary_prefix(name), suffix=".tmp")
     umask = os.umask(0)
     os.umask(umask)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        write(tmp)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's mode
-        os.replace(tmp, path)
-    except BaseException as error:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        if isinstance(error, OSError) and error.filename is None and path not in str(error):
+        with locked_temporary(directory, name) as tmp:
+            write(tmp)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's mode
+            os.replace(tmp, path)
+    except OSError as error:
+        if error.filename is None and path not in str(error):
             # "[Errno 28] No space left on device" alone does not say what was being written.
             message = f"writing {path} failed: {error.strerror or error}"
             raise (OSError(error.errno, message) if error.errno else OSError(message)) \
                 from error
         raise
-    finally:
-        os.close(fd)
 
 
 def check_free_space(path, needed_bytes, what):

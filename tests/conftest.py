@@ -131,3 +131,12 @@ def kill_when(process, condition, timeout):
         if process.poll() is None and time.monotonic() >= deadline:
             process.kill()
         process.wait()
+
+
+def keras_sees_a_gpu(monkeypatch):
+    """Keras's LSTM and GRU then take their cuDNN path when traced, as in a process that sees a
+    GPU (a CPU has no cuDNN kernel to run it, but a graph can hold the op)."""
+    import importlib
+
+    rnn = importlib.import_module("keras.src.backend.tensorflow.rnn")
+    monkeypatch.setattr(rnn, "_is_gpu_available", lambda: True)

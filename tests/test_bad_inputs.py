@@ -4,6 +4,7 @@ exit, status 2, no traceback), a message that names the input and what is accept
 nothing is left on disk, and, where the input can be checked first, that no work ran before the
 check (grow it as the product grows)."""
 
+import json
 import os
 import pathlib
 import re
@@ -12,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import h5py
 import numpy as np
@@ -62,7 +62,8 @@ def test_train_checks_the_vocabulary_before_any_work(tmp_path, capsys, monkeypat
 
 # --- A full disk ---------------------------------------------------------------------------
 
-LAUNCHER = pathlib.Path(__file__).resolve().parents[1] / "bin" / "elmo-tf"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LAUNCHER = ROOT / "bin" / "elmo-tf"
 
 
 @pytest.fixture
@@ -158,59 +159,62 @@ def test_train_whose_checkpoint_write_fails_exits_cleanly_and_leaves_nothing(tmp
 
 # --- kill -9 ------------------------------------------------------------------------------
 
-def _killed_while_writing(command, directory, temporary, timeout=300):
-    """Runs `command`, kills it (SIGKILL) once a temporary whose name matches `temporary`
-    exists in `directory` (the command is then writing its result), and returns what the
-    directory holds."""
-    process = subprocess.Popen(command, env=dict(os.environ, **CPU_ONLY_ENV),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    kill_when(process, lambda: os.path.isdir(directory) and any(
-        re.fullmatch(temporary, name) for name in os.listdir(directory)), timeout)
+def _kill_commands(tmp_path, tiny_model):
+    """{name: (elmo-tf arguments, the name (a regex) of the file or directory whose write is
+    stalled, where it goes, its temporaries' name, the final files the finished command
+    leaves)}: one write of each command that writes files."""
+    from tests.training import RECIPE
+
+    _, _, options_file, weight_file = tiny_model
+    sentences = _sentences(tmp_path, n=20)
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps(RECIPE))
+    bilm = tmp_path / "bilm"
+    assert cli.main(["init", "--preset", "tiny", "--output", str(bilm)]) == 0
+    labelled = tmp_path / "train.tsv"
+    labelled.write_text("pos\ta good film\nneg\ta bad film\npos\tgood\nneg\tbad\n")
+    out = tmp_path / "out"
+    return {
+        "dump": (["dump", sentences, str(out / "vec.hdf5"), "--model", str(bilm)],
+                 r"vec\.hdf5", out, r"vec\.hdf5", {"vec.hdf5"}),
+        "export": (["export", "--options", str(options_file), "--weights", str(weight_file),
+                    "--output", str(out)], "1", out, r"\.export", {"1/saved_model.pb"}),
+        "train": (["train", "--recipe", str(recipe), "--corpus", sentences, "--steps", "2",
+                   "--checkpoint-every", "1", "--output", str(out)],
+                  r"ckpt-0+1\.weights\.h5", out / "checkpoints", r"ckpt-0+1\.weights\.h5",
+                  {"checkpoints/ckpt-000000001.weights.h5", "weights.hdf5", "run.json"}),
+        "finetune": (["finetune", "--task", "classify", "--train", str(labelled), "--dev",
+                      str(labelled), "--model", str(bilm), "--encoder-units", "4", "--epochs",
+                      "2", "--output", str(out)],
+                     r"epoch-001\.weights\.h5", out / "checkpoints", r"epoch-001\.weights\.h5",
+                     {"checkpoints/epoch-002.weights.h5", "model.keras", "dev_metrics.json"}),
+    }
+
+
+@pytest.mark.parametrize("command", ["dump", "export", "train", "finetune"])
+def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files(
+        tiny_model, tmp_path, command):
+    """kill -9 while the command writes a file (or a SavedModel directory), then the same
+    command at once: the dead writer's temporary, unlocked now, goes whatever its age, and only
+    the command's final files remain."""
+    args, stalled, where, name, final = _kill_commands(tmp_path, tiny_model)[command]
+    env = dict(os.environ, **CPU_ONLY_ENV)
+    process = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled, *args],
+                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE)
+    temporary = re.compile(rf"{name}\..+\.tmp")
+    kill_when(process, lambda: os.path.isdir(where) and any(
+        temporary.fullmatch(n) for n in os.listdir(where)), timeout=300)
     _, err = process.communicate()
     assert process.returncode == -signal.SIGKILL, (
         f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")
-    return sorted(os.listdir(directory))
-
-
-def _age(directory, seconds=60):
-    """Dates what `directory` holds back, as if the kill was a while ago (a temporary younger
-    than 10 seconds may be a live writer's that has not locked it yet, and is kept)."""
-    past = time.time() - seconds
-    for name in os.listdir(directory):
-        os.utime(os.path.join(directory, name), (past, past))
-
-
-def test_dump_killed_while_writing_leaves_no_result_and_the_next_dump_cleans_up(tiny_model,
-                                                                                 tmp_path):
-    _, _, options_file, _ = tiny_model
-    out = tmp_path / "out"
-    command = [sys.executable, str(LAUNCHER), "dump", _sentences(tmp_path, n=1000),
-               str(out / "vec.hdf5"), "--model", str(options_file.parent)]
-    left = _killed_while_writing(command, out, r"vec\.hdf5\..+\.tmp")
-    assert "vec.hdf5" not in left and all(name.endswith(".tmp") for name in left), left
-    _age(out)
-    again = subprocess.run(command, env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True,
-                           text=True, timeout=600)
+    assert any(temporary.fullmatch(name) for name in os.listdir(where))
+    again = subprocess.run([sys.executable, str(LAUNCHER), *args], env=env,
+                           capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert os.listdir(out) == ["vec.hdf5"]
-    with h5py.File(out / "vec.hdf5", "r") as f:
-        assert len(f) == 1000 + 1  # the sentences and sentence_to_index
-
-
-def test_export_killed_while_writing_leaves_no_version_and_the_next_export_cleans_up(
-        tiny_model, tmp_path):
-    _, _, options_file, weight_file = tiny_model
-    base = tmp_path / "serving"
-    command = [sys.executable, str(LAUNCHER), "export", "--options", str(options_file),
-               "--weights", str(weight_file), "--output", str(base)]
-    left = _killed_while_writing(command, base, r"\.export\..+\.tmp")
-    assert left and all(re.fullmatch(r"\.export\..+\.tmp", name) for name in left), left
-    _age(base)
-    again = subprocess.run(command, env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True,
-                           text=True, timeout=600)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert os.listdir(base) == ["1"]  # the killed export never became a version
-    assert "saved_model.pb" in os.listdir(base / "1")
+    left = _files_under(tmp_path / "out")
+    assert not [f for f in left if ".tmp" in f], left
+    assert final <= set(left), left
 
 
 def test_a_binary_corpus_is_refused_after_the_counting_pass(tmp_path, capsys):

@@ -1,12 +1,19 @@
+import contextlib
 import fcntl
 import os
 import shutil
 import stat
-import time
+import tempfile
+import threading
 
 import pytest
 
-from elmo_tf.files import check_free_space, held, temporary_prefix, write_atomically
+from elmo_tf.files import (
+    check_free_space,
+    remove_stale_temporaries,
+    temporary_prefix,
+    write_atomically,
+)
 
 
 def test_writes_with_the_usual_file_mode_and_replaces_atomically(tmp_path):
@@ -33,30 +40,57 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
 
 
-def _old(path):
-    """`path` as a killed writer leaves it: a minute old."""
-    past = time.time() - 60
-    os.utime(path, (past, past))
+@contextlib.contextmanager
+def _held(path):
+    """An exclusive flock on `path`, as a live writer in another process holds its
+    temporary."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def test_the_next_write_removes_what_a_killed_writer_left_and_nothing_else(tmp_path):
     """kill -9 leaves a temporary (and Keras's staged file beside it); the next write of the
-    same file removes those no process holds locked, and keeps a live writer's (locked, on this
-    host or another), a just-made one, and other files'."""
+    same file removes those no process holds locked, whatever their age (one made a moment ago
+    included), and keeps a live writer's (locked, on this host or another) and other files'."""
     target = tmp_path / "vec.hdf5"
     prefix = temporary_prefix("vec.hdf5")
     leftovers = [prefix + "abc123.tmp", prefix + "abc123.tmp.weights.h5",
-                 "vec.hdf5.otherhost-7.def456.tmp", "vec.hdf5.kz81m2xq.tmp"]  # 0.1's naming
-    live, fresh = prefix + "live0001.tmp", prefix + "fresh001.tmp"
-    kept = [live, fresh, "vec.hdf5.notes", "other.hdf5." + prefix.split(".", 2)[2] + "z.tmp"]
+                 "vec.hdf5.otherhost-7.def456.tmp", "vec.hdf5.kz81m2xq.tmp",  # 0.1's naming
+                 prefix + "justnow1.tmp"]
+    live = prefix + "live0001.tmp"
+    kept = [live, "vec.hdf5.notes", "other.hdf5." + prefix.split(".", 2)[2] + "z.tmp"]
     for name in leftovers + kept:
         (tmp_path / name).write_text("half")
-        if name != fresh:
-            _old(tmp_path / name)
-    with held(tmp_path / live):  # as a writer in another process holds it
+    with _held(tmp_path / live):
         write_atomically(target, lambda tmp: open(tmp, "w").write("done"))
     assert sorted(os.listdir(tmp_path)) == sorted(kept + ["vec.hdf5"])
     assert target.read_text() == "done"
+
+
+def test_a_cleaner_never_sees_a_temporary_before_its_lock(tmp_path, monkeypatch):
+    """Creating a temporary and locking it are one step as a cleaner sees them: a cleaner that
+    runs in between (another process writing the same file) waits, then keeps the temporary,
+    locked by then. Without that, it would take the new temporary for a dead writer's."""
+    cleaners = []
+    make = tempfile.mkstemp
+
+    def mkstemp_then_a_cleaner(*args, **kwargs):
+        fd, path = make(*args, **kwargs)
+        cleaner = threading.Thread(target=remove_stale_temporaries, args=(str(tmp_path),))
+        cleaner.start()
+        cleaner.join(0.5)
+        cleaners.append(cleaner.is_alive())  # waiting for the writer to lock its temporary
+        assert os.path.exists(path)
+        return fd, path
+
+    monkeypatch.setattr(tempfile, "mkstemp", mkstemp_then_a_cleaner)
+    write_atomically(tmp_path / "out.txt", lambda tmp: open(tmp, "w").write("done"))
+    assert cleaners == [True]
+    assert (tmp_path / "out.txt").read_text() == "done"
 
 
 def test_a_temporary_is_locked_while_it_is_written(tmp_path):

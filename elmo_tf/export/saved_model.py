@@ -2,16 +2,14 @@
 
 import os
 import re
-import shutil
-import tempfile
 
 import tensorflow as tf
 
+from elmo_tf.export.cpu_servable import check_cpu_servable, portable_recurrences
 from elmo_tf.files import (
     check_free_space,
-    held,
+    locked_temporary,
     remove_stale_temporaries,
-    temporary_prefix,
     variables_bytes,
 )
 from elmo_tf.ops.chunking import map_in_chunks
@@ -39,7 +37,9 @@ def export_saved_model(embedding, export_base, version=None):
       for both values of `training`; `variables`; `trainable_variables` (the mix, plus the biLM
       when `embedding.fine_tune`); `regularization_losses` (the mix's L2 penalty, if any).
 
-    The graph holds core TensorFlow ops only: no tensorflow-text, no cuDNN, no XLA-only op.
+    The graph holds core TensorFlow ops with CPU kernels only (no tensorflow-text, no cuDNN, no
+    XLA-only op; `check_cpu_servable`), so it serves on a CPU-only machine wherever it was
+    exported.
     Requests run through the model `SERVING_ROWS_PER_CHUNK` sentences at a time, so the model's
     intermediate tensors stay the size of one such chunk however large the batch; the outputs
     themselves grow with batch x max_len.
@@ -61,17 +61,21 @@ def export_saved_model(embedding, export_base, version=None):
     """
     _check_exportable(embedding)
     module, signatures = _serving_module(embedding)
-    return save_version(module, signatures, export_base, version, embedding.weights)
+    return save_version(module, signatures, export_base, version, embedding)
 
 
-def save_version(module, signatures, export_base, version, weights):
-    """`tf.saved_model.save(module, ...)` into a new version directory of `export_base` (the
-    next one by default), atomically: written to a temporary directory beside it (locked while
-    written; TF Serving skips names that start with a dot), then renamed. Checks first that the
-    disk has room for `weights` (the variables the SavedModel holds) and a few MB of graph; a
-    failed write is an `OSError` naming the SavedModel and leaves nothing behind. Returns the
-    version directory's path."""
-    needed_bytes = variables_bytes(weights) + 16 * 2**20
+def save_version(module, signatures, export_base, version, model):
+    """`tf.saved_model.save(module, ...)` of `model` (the Keras layer it serves) into a new
+    version directory of `export_base` (the next one by default), atomically: written to a
+    temporary directory beside it (`locked_temporary`; TF Serving skips names that start with a
+    dot), then renamed.
+
+    The functions are traced with portable kernels (`portable_recurrences`) and the graph
+    checked (`check_cpu_servable`), so that the version serves on a CPU-only machine wherever
+    it was exported. Checks first that the disk has room for `model`'s variables and a few MB
+    of graph; a failed write is an `OSError` naming the SavedModel and leaves nothing behind.
+    Returns the version directory's path."""
+    needed_bytes = variables_bytes(model.weights) + 16 * 2**20
     export_base = os.fspath(export_base)
     os.makedirs(export_base, exist_ok=True)
     if version is None:
@@ -83,21 +87,17 @@ def save_version(module, signatures, export_base, version, weights):
                          "Pick another version.")
     remove_stale_temporaries(export_base, ".export")  # a killed export's
     check_free_space(export_base, needed_bytes, f"the SavedModel {target}")
-    tmp = tempfile.mkdtemp(dir=export_base, prefix=temporary_prefix(".export"), suffix=".tmp")
-    try:
-        with held(tmp):
-            try:
+    with locked_temporary(export_base, ".export", is_directory=True) as tmp:
+        try:
+            with portable_recurrences(model):
                 tf.saved_model.save(module, tmp, signatures=signatures)
-            except tf.errors.OpError as error:  # a full disk, a quota, a file-size limit, ...
-                raise OSError(f"writing the SavedModel {target} failed: {error.message}") \
-                    from None
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        except tf.errors.OpError as error:  # a full disk, a quota, a file-size limit, ...
+            raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
+        check_cpu_servable(tmp, f"the SavedModel {target}")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user
+        os.replace(tmp, target)
     return target
 
 

@@ -15,8 +15,9 @@ def export_task_model(model, export_base, version=None):
     (`tokens`, whitespace-separated, for a tagger; `text_a` and `text_b` for a pair model), and
     returns `logits` (float32) and the prediction by name: `label` string `[batch]`, or
     `score` float32 `[batch]` for a regressor, or `tags` string `[batch, time]` for a tagger
-    (`""` past each sentence's tokens). Core TensorFlow ops only: it loads and serves without
-    elmo-tf or tensorflow-text.
+    (`""` past each sentence's tokens). Core TensorFlow ops with CPU kernels only: it loads and
+    serves without elmo-tf or tensorflow-text, on a CPU-only machine wherever it was exported
+    (the head's LSTMs are traced without cuDNN; training keeps it).
 
     Args:
         model: the task model (e.g. `keras.saving.load_model("OUT/model.keras")`).
@@ -70,4 +71,4 @@ def export_task_model(model, export_base, version=None):
     module = tf.Module()
     module.model = model
     module.model_variables = [v.value for v in model.variables]  # the tf.Variables the graph reads
-    return save_version(module, {"serving_default": serve}, export_base, version, model.weights)
+    return save_version(module, {"serving_default": serve}, export_base, version, model)

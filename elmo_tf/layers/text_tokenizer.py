@@ -10,7 +10,8 @@ _CORE_TOKENIZERS = ("whitespace", "wordpunct")
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class TextTokenizer(keras.layers.Layer):
-    """Sentences `[batch]` -> tokens `[batch, time]`, right-padded with `""`: the first layer of
+    """Sentences `[batch]` -> tokens `[batch, time]`, right-padded with `""` (`time` at least 1,
+    so that a batch of empty texts is one column of padding): the first layer of
     the downstream task models, so that they take raw text and tokenize it as the biLM's
     pre-training corpus was (`elmo-tf train --tokenizer`; `elmo_tf.data.corpus.get_tokenizer`).
     Core TensorFlow ops only, so a SavedModel of the task serves raw strings.
@@ -40,7 +41,12 @@ class TextTokenizer(keras.layers.Layer):
         if texts.shape.rank != 1:
             raise ValueError(f"TextTokenizer takes a batch of sentences, shape [batch]; got "
                              f"shape {texts.shape}.")
-        return self._split(texts).to_tensor(default_value="")
+        tokens = self._split(texts).to_tensor(default_value="")
+        # At least one column: a batch in which no text has a token (empty texts, an empty
+        # batch) is then one column of padding, masked everywhere, which the task models' heads
+        # handle; with no column at all, Keras's LSTM fails on its zero time steps.
+        return tf.pad(tokens, [[0, 0], [0, tf.maximum(1 - tf.shape(tokens)[1], 0)]],
+                      constant_values="")
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], None)

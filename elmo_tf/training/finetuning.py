@@ -30,7 +30,12 @@ from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.conll import read_conll
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.data.labelled_text import read_labelled_text
-from elmo_tf.files import read_json, write_atomically, write_json_atomically
+from elmo_tf.files import (
+    read_json,
+    remove_stale_temporaries,
+    write_atomically,
+    write_json_atomically,
+)
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -103,6 +108,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     if scalar_mix_parameters is not None:  # recorded only when given: older runs resume
         settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
     record_file = os.path.join(output, "run.json")
+    for directory in (output, os.path.join(output, "checkpoints")):
+        remove_stale_temporaries(directory)  # what a killed run was writing
     record = read_json(record_file) if os.path.exists(record_file) else None
     if record is not None and record["settings"] != settings:
         differing = sorted(k for k in set(settings) | set(record["settings"])

@@ -32,6 +32,7 @@ from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
 from elmo_tf.data.language_model_dataset import language_model_dataset
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
 from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.files import remove_stale_temporaries
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
@@ -101,6 +102,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     given_vocabulary = (Vocabulary.load(vocabulary)
                         if vocabulary is not None and run.record() is None else None)
     os.makedirs(output, exist_ok=True)
+    remove_stale_temporaries(output)  # what a killed run was writing (checkpoints: `restore`)
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
     keras.utils.set_random_seed(seed)

@@ -15,7 +15,7 @@ from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
-from tests.conftest import CPU_ONLY_ENV, assert_serializable
+from tests.conftest import CPU_ONLY_ENV, assert_serializable, keras_sees_a_gpu
 
 
 def _embedding(seed=0):
@@ -79,6 +79,23 @@ def test_the_pair_classifier_matches_u_v_their_difference_and_product():
     np.testing.assert_allclose(matched[:, 3 * width:], a * b, atol=1e-6)
     assert not np.allclose(a, b)
     assert model(inputs).shape == (2, 2)
+
+
+def test_empty_texts_get_the_prediction_of_an_empty_sentence():
+    """A batch in which no text has a token (Keras's LSTM cannot run zero steps) is one column
+    of padding: an empty text gets the same logits alone as beside a real sentence, those of a
+    sentence with no token (the head's bias, the pooled vector being zeros)."""
+    classifier = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4)
+    alone = classifier(tf.constant(["", " "])).numpy()
+    beside = classifier(tf.constant(["", "a b c"])).numpy()
+    np.testing.assert_allclose(alone[0], beside[0], atol=1e-6)
+    np.testing.assert_allclose(alone, [classifier.get_layer("logits").bias.numpy()] * 2,
+                               atol=1e-6)
+    tagger = SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=4)
+    assert tagger(tf.constant([""])).shape == (1, 1, 2)
+    pair = SentencePairClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                                  hidden_dim=4)
+    assert pair({"text_a": tf.constant([""]), "text_b": tf.constant([""])}).shape == (1, 2)
 
 
 def test_a_classifier_and_a_regressor_learn():
@@ -169,8 +186,17 @@ print("OUT" + json.dumps(out))
 """
 
 
-def test_task_savedmodels_serve_raw_text_without_elmo_tf(tmp_path):
+def _traced_ops(model, inputs):
+    return {op.type for op in tf.function(lambda x: model(x, training=False))
+            .get_concrete_function(inputs).graph.get_operations()}
+
+
+def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
+    """Exports the three task models (`on_the_gpu_path()`: a context in which Keras traces
+    its GPU code path), serves the exports in a process without elmo-tf, tensorflow-text or a
+    GPU, and compares with the in-memory models."""
     from elmo_tf.export import export_task_model
+    from elmo_tf.keras_compat import sublayers
 
     embedding = _embedding()
     models = {
@@ -182,8 +208,13 @@ def test_task_savedmodels_serve_raw_text_without_elmo_tf(tmp_path):
     requests = {"classifier": {"text": ["a good film", "bad"]},
                 "regressor": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]},
                 "tagger": {"tokens": ["a b c", "d"]}}
-    for name, model in models.items():
-        assert export_task_model(model, tmp_path / name).endswith("1")
+    with on_the_gpu_path():
+        # Traced here, the in-memory model does take cuDNN; the export must not.
+        assert "CudnnRNNV3" in _traced_ops(models["classifier"], tf.constant(["a b"]))
+        for name, model in models.items():
+            assert export_task_model(model, tmp_path / name).endswith("1")
+    lstms = [l for m in models.values() for l in sublayers(m) if hasattr(l, "use_cudnn")]
+    assert len(lstms) == 6 and all(l.use_cudnn == "auto" for l in lstms)  # training keeps cuDNN
     done = subprocess.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
                           capture_output=True, text=True, timeout=300,
                           env={**__import__("os").environ, **CPU_ONLY_ENV})
@@ -198,3 +229,30 @@ def test_task_savedmodels_serve_raw_text_without_elmo_tf(tmp_path):
     tags = models["tagger"](tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
     names = ["O", "B-X", "I-X"]
     assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
+
+
+def test_task_savedmodels_exported_on_the_gpu_path_serve_raw_text_on_a_cpu(tmp_path,
+                                                                             monkeypatch):
+    """As exported on a GPU machine (Keras's GPU code path forced): no cuDNN op in the export,
+    which serves raw text without elmo-tf on a CPU-only machine."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def on_the_gpu_path():
+        with monkeypatch.context() as patch:
+            keras_sees_a_gpu(patch)
+            yield
+
+    _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path)
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_task_savedmodels_serve_on_a_cpu(tmp_path):
+    """Exported on a real GPU (the in-memory model trains and predicts with cuDNN there),
+    served in a process with CUDA_VISIBLE_DEVICES="" and compared with the in-memory model."""
+    import contextlib
+
+    if not tf.config.list_logical_devices("GPU"):
+        pytest.skip("no GPU visible: this exports on the GPU itself (the CPU test forces "
+                    "Keras's GPU code path instead)")
+    _exported_task_models_serve_on_a_cpu(tmp_path, contextlib.nullcontext)
