@@ -61,13 +61,13 @@ from bench.inference import machine, versions  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 from elmo_tf.data import (  # noqa: E402
     build_vocabulary, masked_language_model_dataset, read_corpus)
-from elmo_tf.data.char_ids import BOS_TOKEN, EOS_TOKEN  # noqa: E402
 from elmo_tf.data.generated_corpus import write_generated_corpus  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.models import (  # noqa: E402
     ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoLanguageModel)
 from elmo_tf.optimizers import Adam, SparseAdagrad  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
+from elmo_tf.text.char_ids import BOS_TOKEN, EOS_TOKEN  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENCODER = {"char_embedding_dim": 16, "filters": ((1, 32), (2, 32), (3, 64), (4, 128)),

@@ -8,7 +8,7 @@ Example:
 
 __version__ = "0.1.0"
 
-from elmo_tf.data.char_ids import tokens_to_char_ids
+from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_embedding import ElmoEmbedding

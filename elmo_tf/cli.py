@@ -51,7 +51,7 @@ def _library_log_on_stderr():
 
 def _parser():
     # Every list of choices comes from the registry that owns it.
-    from elmo_tf.data.corpus import TOKENIZERS
+    from elmo_tf.text.tokenizers import TOKENIZERS
     from elmo_tf.export.embeddings_hdf5 import LAYERS
     from elmo_tf.models.elmo.elmo_presets import ALIASES, ELMO_PRESETS
     from elmo_tf.recipes.recipe import Recipe
@@ -364,7 +364,7 @@ def _export(args):
 
 
 def _vocab(args):
-    from elmo_tf.data.vocabulary import build_vocabulary
+    from elmo_tf.data.vocabulary_counts import build_vocabulary
 
     vocabulary = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size,
                                   tokenizer=args.tokenizer, tfds_data_dir=args.tfds_data_dir)

@@ -15,7 +15,7 @@ that is not valid UTF-8 is dropped, a line with more than `max_tokens_per_line` 
 pieces of at most that many tokens, and lines without tokens are dropped. Both events are counted
 in an optional `CorpusStats`.
 
-`build_vocabulary` (`elmo_tf.data.vocabulary`) iterates the very same datasets, so vocabulary and
+`build_vocabulary` (`elmo_tf.data.vocabulary_counts`) iterates the very same datasets, so vocabulary and
 training always see identical tokens.
 """
 
@@ -27,22 +27,15 @@ import threading
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
+from elmo_tf.text.tokenizers import INSTALL_HINT, get_tokenizer
 
 logger = logging.getLogger("elmo_tf")
 
-TOKENIZERS = ("whitespace", "wordpunct", "unicode_script")
 # The generated corpus of `elmo_tf.data.generated_corpus`, by name (training writes it into its
 # run directory).
 BUILTIN_CORPUS = "builtin"
 
-# Exactly the characters Python's `str.split()` splits on (checked over all code points):
-# Unicode separators (Z*) plus the C0 controls \t\n\v\f\r\x1c-\x1f and NEL (\x85).
-_WHITESPACE = r"[\pZ\t\n\v\f\r\x1c-\x1f\x85]"
-# Runs of word characters, or runs of other non-space characters (NLTK's `wordpunct_tokenize`
-# with Unicode letters/digits/marks as word characters; RE2's `\w` would be ASCII only).
-_WORDPUNCT = r"[\pL\pN\pM_]+|[^\pL\pN\pM_\s]+"
 _LINES_PER_BATCH = 256
-_INSTALL_HINT = "pip install 'elmo-tf[data]'"
 
 
 class CorpusStats:
@@ -116,43 +109,6 @@ class CorpusStats:
 
     def __repr__(self):
         return f"CorpusStats({self.as_dict()})"
-
-
-def get_tokenizer(tokenizer):
-    """Returns `fn(lines) -> tokens`: 1-D `tf.string` lines → `tf.RaggedTensor` `[lines, None]`.
-
-    Args:
-        tokenizer: one of
-            * `"whitespace"`: split on whitespace only, exactly like Python's `str.split()`
-              (Unicode spaces such as U+00A0 included). For pre-tokenized text such as the 1B
-              Word Benchmark. Core TensorFlow ops only.
-            * `"wordpunct"`: also splits runs of punctuation/symbols from runs of letters, digits
-              and marks (`"can't stop."` → `can ' t stop .`). Core TensorFlow ops only.
-            * `"unicode_script"`: `tensorflow_text.UnicodeScriptTokenizer`, splits on whitespace,
-              punctuation and changes of script (`"Hello, wörld!"` → `Hello , wörld !`). Needs
-              tensorflow-text (`pip install 'elmo-tf[data]'`).
-            * a callable with the same contract (its ops must work in `tf.data`).
-
-    Example:
-    >>> get_tokenizer("wordpunct")(tf.constant(["Hi, you."])).to_list()
-    [[b'Hi', b',', b'you', b'.']]
-    """
-    if callable(tokenizer):
-        return tokenizer
-    if tokenizer == "whitespace":
-        return lambda lines: tf.strings.split(tf.strings.regex_replace(lines, _WHITESPACE, " "))
-    if tokenizer == "wordpunct":
-        return lambda lines: tf.strings.split(tf.strings.regex_replace(
-            tf.strings.regex_replace(lines, _WHITESPACE, " "), _WORDPUNCT, r" \0 "))
-    if tokenizer == "unicode_script":
-        try:
-            import tensorflow_text
-        except ImportError as e:
-            raise ImportError(f"tokenizer='unicode_script' needs tensorflow-text: {_INSTALL_HINT}"
-                              ) from e
-        return tensorflow_text.UnicodeScriptTokenizer().tokenize
-    raise ValueError(f"unknown tokenizer {tokenizer!r}; accepted: "
-                     f"{', '.join(map(repr, TOKENIZERS))} or a callable lines -> ragged tokens")
 
 
 def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds_data_dir=None,
@@ -300,7 +256,7 @@ def _tfds_lines(name, data_dir, split, text_feature, shuffle_files, seed):
     try:
         import tensorflow_datasets as tfds
     except ImportError as e:
-        raise ImportError(f"reading 'tfds:{name}' needs tensorflow-datasets: {_INSTALL_HINT}"
+        raise ImportError(f"reading 'tfds:{name}' needs tensorflow-datasets: {INSTALL_HINT}"
                           ) from e
     where = data_dir or "TFDS's default data dir"
     how = (f"Prepare it there first, offline: tfds.builder({name!r}, data_dir=...)"

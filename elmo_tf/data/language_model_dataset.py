@@ -22,7 +22,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.data.char_ids import (
+from elmo_tf.text.char_ids import (
     BOS_TOKEN,
     EOS_TOKEN,
     MAX_CHARACTERS_PER_TOKEN,

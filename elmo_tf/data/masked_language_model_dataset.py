@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.data.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
+from elmo_tf.text.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
 from elmo_tf.data.language_model_dataset import (
     BUCKET_BOUNDARIES,
     MODES,
@@ -14,18 +14,12 @@ from elmo_tf.data.language_model_dataset import (
     with_sentence_boundaries,
 )
 from elmo_tf.ops.chunking import shape_bucket_tensor
+from elmo_tf.ops.lstm import left_to_right_rows
 from elmo_tf.ops.masking import mask_tokens, replacement_table
 from elmo_tf.ops.random import stateless_uniform
 
 # A different shuffle seed for the streams read right to left.
 _RIGHT_TO_LEFT_SEED_OFFSET = 1_000_003
-
-
-def left_to_right_rows(rows):
-    """Of a stream batch's `rows` (a replica's), those that read their stream left to right:
-    the first `ceil(rows / 2)`; the others read theirs right to left (`BiLSTMStack` carries
-    each row's state in its reading direction)."""
-    return (rows + 1) // 2
 
 
 def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size=32,

@@ -6,7 +6,7 @@ import h5py
 import keras
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.data.char_ids import tokens_to_char_ids
+from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.files import hdf5_for_writing, write_atomically
 
 

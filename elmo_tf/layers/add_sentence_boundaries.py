@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import BOS_CHAR, EOS_CHAR, special_token_char_ids
+from elmo_tf.text.char_ids import BOS_CHAR, EOS_CHAR, special_token_char_ids
 from elmo_tf.ops.padding import char_ids_mask, sequence_lengths
 
 

@@ -3,10 +3,9 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.masked_language_model_dataset import left_to_right_rows
 from elmo_tf.layers.lstm_stack import LSTMStack
 from elmo_tf.layers.projected_lstm import ProjectedLSTM, run_projected_lstms
-from elmo_tf.ops.lstm import reverse_valid_steps
+from elmo_tf.ops.lstm import left_to_right_rows, reverse_valid_steps
 from elmo_tf.ops.padding import sequence_lengths
 
 

@@ -11,7 +11,7 @@ class MaskTokens(keras.layers.Layer):
     """Char ids and word ids of sentences -> masked char ids and masked-LM targets.
 
     Of the real tokens (never padding, `<S>` or `</S>`) it selects each with probability
-    `rate` and replaces it by the mask token (`elmo_tf.data.char_ids.MASK_CHAR`) with
+    `rate` and replaces it by the mask token (`elmo_tf.text.char_ids.MASK_CHAR`) with
     probability `mask_rate`, by a random vocabulary word with probability `random_rate`, and
     keeps it otherwise (`elmo_tf.ops.masking.mask_tokens`). Every call draws new positions from
     the layer's seed generator, so a seeded layer repeats its sequence of maskings; pass `seed`

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.corpus import get_tokenizer
+from elmo_tf.text.tokenizers import get_tokenizer
 
 _CORE_TOKENIZERS = ("whitespace", "wordpunct")
 

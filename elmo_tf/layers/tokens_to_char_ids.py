@@ -2,7 +2,7 @@
 
 import keras
 
-from elmo_tf.data.char_ids import (
+from elmo_tf.text.char_ids import (
     MAX_CHARACTERS_PER_TOKEN,
     as_tensor,
     check_char_ids,

@@ -5,7 +5,7 @@ import types
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import check_char_ids
+from elmo_tf.text.char_ids import check_char_ids
 from elmo_tf.layers.add_sentence_boundaries import AddSentenceBoundaries
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.ops.chunking import compute_device_type, shape_bucket

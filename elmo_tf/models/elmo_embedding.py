@@ -3,7 +3,7 @@
 import keras
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.data.char_ids import as_tensor
+from elmo_tf.text.char_ids import as_tensor
 from elmo_tf.layers.projected_lstm import removed_implementation
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix

@@ -130,3 +130,11 @@ def reverse_valid_steps(time_major, lengths):
     """Reverses each row's first `lengths` steps of a time-major `[time, batch, ...]` tensor
     (padding stays at the end): a backward direction's reading order, and back."""
     return tf.reverse_sequence(time_major, lengths, seq_axis=0, batch_axis=1)
+
+
+def left_to_right_rows(rows):
+    """The layout of bidirectional truncated backpropagation through time: of a stream batch's
+    `rows` (a replica's), those that read their stream left to right, the first
+    `ceil(rows / 2)`; the others read theirs right to left. `BiLSTMStack` carries each row's
+    state in its reading direction; Masked ELMo's stream batches are laid out so."""
+    return (rows + 1) // 2

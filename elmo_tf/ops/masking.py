@@ -3,14 +3,14 @@ layer draws its seeds): which tokens to predict, and what the model reads in the
 
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import (
+from elmo_tf.text.char_ids import (
     BOS_CHAR,
     EOS_CHAR,
     MASK_CHAR,
     special_token_char_ids,
     tokens_to_char_ids,
 )
-from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.ops.random import stateless_uniform
 
 

@@ -31,7 +31,7 @@ import tensorflow as tf
 from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
 from elmo_tf.data.language_model_dataset import language_model_dataset
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
-from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.files import remove_stale_temporaries
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel

@@ -17,7 +17,8 @@ import os
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS
 from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_corpus
-from elmo_tf.data.vocabulary import Vocabulary, build_vocabulary
+from elmo_tf.data.vocabulary_counts import build_vocabulary
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.files import read_json, write_json_atomically
 from elmo_tf.training.checkpoints import save_weights_atomically
 

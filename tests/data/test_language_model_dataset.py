@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import tokens_to_char_ids
+from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES, language_model_dataset
-from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.text.vocabulary import Vocabulary
 from tests.conftest import assert_skipping_resumes_exactly
 
 WORDS = [f"w{i}" for i in range(30)]

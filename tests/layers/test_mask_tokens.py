@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from elmo_tf.data.char_ids import MASK_CHAR, special_token_char_ids, tokens_to_char_ids
+from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids, tokens_to_char_ids
 from elmo_tf.layers.mask_tokens import MaskTokens
 from elmo_tf.ops.masking import mask_tokens, replacement_table
 

@@ -138,7 +138,7 @@ def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
     import keras
     import tensorflow as tf
 
-    from elmo_tf.data import tokens_to_char_ids
+    from elmo_tf.text import tokens_to_char_ids
 
     train = tmp_path / "train.tsv"
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))

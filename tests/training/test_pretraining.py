@@ -9,7 +9,7 @@ import pytest
 
 from elmo_tf import cli
 from elmo_tf.data.generated_corpus import write_generated_corpus
-from elmo_tf.data.vocabulary import Vocabulary
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf import training

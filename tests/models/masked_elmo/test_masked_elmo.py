@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
-from elmo_tf.data import Vocabulary, build_vocabulary
-from elmo_tf.data.char_ids import MASK_CHAR, special_token_char_ids
+from elmo_tf.data import build_vocabulary
+from elmo_tf.text import Vocabulary
+from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
 from elmo_tf.data.generated_corpus import GeneratedLanguage
 from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset

@@ -1,4 +1,5 @@
-"""Word vocabularies in bilm-tf's file format, and building one from a corpus.
+"""Word vocabularies in bilm-tf's file format (`elmo_tf.data.build_vocabulary` builds one from
+a corpus).
 
 A vocabulary file lists one token per line, UTF-8, and contains `<S>`, `</S>` and `<UNK>`
 (`../shared/spec/elmo-reference.md` §6). As in bilm-tf's README, the specials come first and the
@@ -12,16 +13,11 @@ Example:
 <tf.Tensor: shape=(2,), dtype=int32, numpy=array([3, 2], dtype=int32)>
 """
 
-import collections
-import logging
 import re
 
 import tensorflow as tf
 
-from elmo_tf.data.corpus import CorpusStats, read_corpus_batches
 from elmo_tf.files import write_atomically
-
-logger = logging.getLogger("elmo_tf")
 
 _SEPARATOR = re.compile(r"[ \t]+")
 _COUNT = re.compile(r"[0-9]+")
@@ -203,118 +199,3 @@ class Vocabulary:
                 f.write(data)
 
         write_atomically(path, write)
-
-
-def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=True,
-                     batch_size=4096, **read_corpus_kwargs):
-    """Counts the tokens of a corpus and returns the vocabulary, specials first, then by frequency.
-
-    Order: `<S>`, `</S>`, `<UNK>`, then the words by descending count, ties by the token string
-    (code point order). Corpus tokens equal to a special are not listed twice. `counts` holds the
-    word counts; `<S>` and `</S>` count the sentences (plus literal occurrences), `<UNK>` the
-    tokens left out by `min_count`/`max_size` (plus literal occurrences).
-
-    Counting streams over the corpus in batches: `tf.unique_with_counts` runs in a parallel
-    `tf.data` map, Python only adds up the per-batch unique tokens. With a source, the batches come
-    from `read_corpus_batches`, the same tokenization code that `read_corpus` unbatches; this is
-    several times faster than passing a dataset (which pays tf.data's per-sentence overhead).
-
-    Args:
-        dataset_or_source: a `read_corpus` dataset (1-D `tf.string` elements), or a source for
-            `read_corpus` (a glob, a list of globs, `"tfds:NAME"`).
-        min_count: words seen fewer times are left out (`<UNK>` in training).
-        max_size: at most this many tokens in all, the 3 specials included (most frequent kept).
-        progress: show a `keras.utils.Progbar` (sentences so far, tokens, distinct tokens).
-        batch_size: sentences (with a source: lines) counted per batch.
-        **read_corpus_kwargs: passed to `read_corpus` with a source (`tokenizer=...`, `stats=...`
-            etc.); with a source and no `stats`, a `CorpusStats` is made and logged at the end.
-
-    Returns:
-        `Vocabulary` with `counts`.
-
-    Raises:
-        ValueError: `min_count` < 1, `max_size` < 4, the corpus has no tokens, more than half of
-            a source's lines are not valid UTF-8 (each such line is dropped, with a warning),
-            or a token is not valid UTF-8 (only possible with a dataset that does not come from
-            `read_corpus`).
-
-    Example:
-    >>> vocab = build_vocabulary("news.en-*", min_count=3, tokenizer="whitespace")
-    >>> vocab.tokens[:6]
-    ['<S>', '</S>', '<UNK>', 'the', ',', '.']
-    """
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise ValueError(f"min_count must be an int >= 1, got {min_count!r}")
-    if max_size is not None and (isinstance(max_size, bool) or not isinstance(max_size, int)
-                                 or max_size < 4):
-        raise ValueError(f"max_size must be None or an int >= 4 (3 specials + 1 word), got "
-                         f"{max_size!r}")
-    stats = None
-    if isinstance(dataset_or_source, tf.data.Dataset):
-        if read_corpus_kwargs:
-            raise TypeError(f"read_corpus arguments ({', '.join(read_corpus_kwargs)}) need a "
-                            "source, not a dataset")
-        batches = dataset_or_source.ragged_batch(batch_size)
-    else:
-        stats = read_corpus_kwargs.setdefault("stats", CorpusStats())
-        batches = read_corpus_batches(dataset_or_source, lines_per_batch=batch_size,
-                                      **read_corpus_kwargs)
-
-    counter, sentences, total = _count(batches, progress)
-    if stats is not None:
-        stats.log()
-        counts = stats.as_dict()
-        if counts["skipped_non_utf8"] * 2 > counts["lines_read"]:
-            raise ValueError(
-                f"{dataset_or_source}: {counts['skipped_non_utf8']:,} of "
-                f"{counts['lines_read']:,} lines are not valid UTF-8 (a binary or "
-                "differently encoded file?); a corpus is UTF-8 text, one sentence per line.")
-    if not total:
-        raise ValueError(f"the corpus has no tokens ({sentences} sentences)")
-    try:
-        counter = {token.decode("utf-8"): count for token, count in counter.items()}
-    except UnicodeDecodeError as e:
-        raise ValueError(f"a token is not valid UTF-8: {e.object!r}") from None
-
-    special = {t: counter.pop(t, 0) for t in Vocabulary.SPECIALS}
-    words = sorted(counter.items(), key=lambda item: (-item[1], item[0]))
-    kept = [(t, c) for t, c in words if c >= min_count]
-    if max_size is not None:
-        kept = kept[:max_size - 3]
-    left_out = sum(counter.values()) - sum(c for _, c in kept)
-    counts = [sentences + special[Vocabulary.BOS], sentences + special[Vocabulary.EOS],
-              left_out + special[Vocabulary.UNK]] + [c for _, c in kept]
-    logger.info("vocabulary: %d words kept of %d distinct (%d sentences, %d tokens, %.2f%% of the "
-                "tokens out of vocabulary)", len(kept), len(words), sentences, total,
-                100.0 * left_out / total)
-    return Vocabulary(list(Vocabulary.SPECIALS) + [t for t, _ in kept], counts)
-
-
-def _count(batches, progress):
-    """Returns (Counter of token bytes, sentences, tokens) of a dataset of sentence batches."""
-
-    def count_batch(batch):
-        ragged = isinstance(batch, tf.RaggedTensor)
-        values = batch.flat_values if ragged else tf.reshape(batch, [-1])
-        unique, _, counts = tf.unique_with_counts(values, out_idx=tf.int64)
-        sentences = batch.nrows() if ragged else tf.shape(batch)[0]
-        return tf.cast(sentences, tf.int64), tf.size(values, out_type=tf.int64), unique, counts
-
-    batches = (batches
-               .map(count_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
-               .prefetch(tf.data.AUTOTUNE))
-    bar = None
-    if progress:
-        import keras
-
-        bar = keras.utils.Progbar(None, unit_name="sentence", stateful_metrics=["tokens", "types"])
-    counter, sentences, total = collections.Counter(), 0, 0
-    for n, size, unique, counts in batches.as_numpy_iterator():
-        sentences, total = sentences + int(n), total + int(size)
-        for token, count in zip(unique.tolist(), counts.tolist()):
-            counter[token] += count
-        if bar is not None:
-            bar.update(sentences, [("tokens", total), ("types", len(counter))])
-    if bar is not None:
-        bar.update(sentences, [("tokens", total), ("types", len(counter))], finalize=True)
-    return counter, sentences, total

@@ -1,0 +1,51 @@
+"""How lines of text become tokens, the same way in training corpora and in task models:
+`get_tokenizer(name)`, 1-D `tf.string` lines -> `tf.RaggedTensor` tokens."""
+
+import tensorflow as tf
+
+TOKENIZERS = ("whitespace", "wordpunct", "unicode_script")
+INSTALL_HINT = "pip install 'elmo-tf[data]'"
+
+# Exactly the characters Python's `str.split()` splits on (checked over all code points):
+# Unicode separators (Z*) plus the C0 controls \t\n\v\f\r\x1c-\x1f and NEL (\x85).
+_WHITESPACE = r"[\pZ\t\n\v\f\r\x1c-\x1f\x85]"
+# Runs of word characters, or runs of other non-space characters (NLTK's `wordpunct_tokenize`
+# with Unicode letters/digits/marks as word characters; RE2's `\w` would be ASCII only).
+_WORDPUNCT = r"[\pL\pN\pM_]+|[^\pL\pN\pM_\s]+"
+
+
+def get_tokenizer(tokenizer):
+    """Returns `fn(lines) -> tokens`: 1-D `tf.string` lines → `tf.RaggedTensor` `[lines, None]`.
+
+    Args:
+        tokenizer: one of
+            * `"whitespace"`: split on whitespace only, exactly like Python's `str.split()`
+              (Unicode spaces such as U+00A0 included). For pre-tokenized text such as the 1B
+              Word Benchmark. Core TensorFlow ops only.
+            * `"wordpunct"`: also splits runs of punctuation/symbols from runs of letters, digits
+              and marks (`"can't stop."` → `can ' t stop .`). Core TensorFlow ops only.
+            * `"unicode_script"`: `tensorflow_text.UnicodeScriptTokenizer`, splits on whitespace,
+              punctuation and changes of script (`"Hello, wörld!"` → `Hello , wörld !`). Needs
+              tensorflow-text (`pip install 'elmo-tf[data]'`).
+            * a callable with the same contract (its ops must work in `tf.data`).
+
+    Example:
+    >>> get_tokenizer("wordpunct")(tf.constant(["Hi, you."])).to_list()
+    [[b'Hi', b',', b'you', b'.']]
+    """
+    if callable(tokenizer):
+        return tokenizer
+    if tokenizer == "whitespace":
+        return lambda lines: tf.strings.split(tf.strings.regex_replace(lines, _WHITESPACE, " "))
+    if tokenizer == "wordpunct":
+        return lambda lines: tf.strings.split(tf.strings.regex_replace(
+            tf.strings.regex_replace(lines, _WHITESPACE, " "), _WORDPUNCT, r" \0 "))
+    if tokenizer == "unicode_script":
+        try:
+            import tensorflow_text
+        except ImportError as e:
+            raise ImportError(f"tokenizer='unicode_script' needs tensorflow-text: {INSTALL_HINT}"
+                              ) from e
+        return tensorflow_text.UnicodeScriptTokenizer().tokenize
+    raise ValueError(f"unknown tokenizer {tokenizer!r}; accepted: "
+                     f"{', '.join(map(repr, TOKENIZERS))} or a callable lines -> ragged tokens")
