@@ -1,33 +1,225 @@
-"""Every place elmo-tf reaches into Keras's or TensorFlow's private API, in one file: each
-hook says why it is needed and which upstream issue would make it unnecessary.
+"""Every place elmo-tf reaches into Keras's or TensorFlow's private API, in one file: each hook
+says what it does, why it is needed and what upstream change would make it unnecessary. The
+rest of the package calls these names and never a private attribute of Keras or TensorFlow.
 
-They are written for the Keras in `setup.cfg` (`KERAS_VERSIONS`): `check_keras_version` refuses
-another one with a clear message, rather than letting a hook fail deep inside a run.
+They are written for the versions `setup.cfg` pins (`KERAS_VERSIONS`, `TENSORFLOW_VERSIONS`):
+`check_versions` refuses others when elmo-tf is imported, with a message that says what to do,
+rather than letting a hook fail deep inside a run.
 """
 
+import io
+import os
+
 import keras
+import tensorflow as tf
+from keras.src.saving import saving_lib
+from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.eager import context
+from tensorflow.python.framework import kernels
 
-# Keras minor versions these hooks were written and tested against.
+# The minor versions these hooks were written and tested against.
 KERAS_VERSIONS = ("3.15",)
+TENSORFLOW_VERSIONS = ("2.21",)
 
 
-def check_keras_version(version=None):
-    """Raises ImportError naming the Keras version found and the ones elmo-tf's private hooks
-    were written for, unless `version` (by default the installed Keras's) is one of them."""
-    version = keras.__version__ if version is None else version
-    if ".".join(version.split(".")[:2]) not in KERAS_VERSIONS:
-        raise ImportError(
-            f"elmo-tf reaches into Keras internals written for Keras "
-            f"{' or '.join(KERAS_VERSIONS)}.x, and Keras {version} is installed; install the "
-            f"version setup.cfg pins (pip install -e . does) or port elmo_tf/keras_compat.py.")
+def check_versions(keras_version=None, tensorflow_version=None):
+    """Raises ImportError naming the Keras or TensorFlow version found and the ones elmo-tf's
+    private hooks were written for, unless both are among them (by default: the installed
+    ones)."""
+    for name, version, known in (("Keras", keras_version or keras.__version__, KERAS_VERSIONS),
+                                 ("TensorFlow", tensorflow_version or tf.__version__,
+                                  TENSORFLOW_VERSIONS)):
+        if ".".join(version.split(".")[:2]) not in known:
+            raise ImportError(
+                f"elmo-tf reaches into {name} internals written for {name} "
+                f"{' or '.join(known)}.x, and {name} {version} is installed: install the "
+                "versions setup.cfg pins (pip install -e . does), or port "
+                "elmo_tf/keras_compat.py to this one.")
 
 
-check_keras_version()
+check_versions()
 
+
+# --- layers --------------------------------------------------------------------------------
 
 def sublayers(layer):
     """Every layer inside `layer` (itself excluded), at any depth: those a functional model
     lists, and those held as attributes (a `Bidirectional`'s two directions, an
-    `ElmoEmbedding`'s backbone). Keras 3 has no public recursive walk
-    (`Layer._flatten_layers`, private; `Model.layers` is one level deep)."""
+    `ElmoEmbedding`'s backbone).
+
+    Private: `Layer._flatten_layers`. Keras 3 has no public recursive walk (`Model.layers` is
+    one level deep) (no upstream issue found)."""
     return list(layer._flatten_layers(include_self=False, recursive=True))
+
+
+def keep_input_dtypes(layer):
+    """Makes Keras pass `layer`'s call arguments as they come, not cast to the layer's dtype
+    (so that a wrong dtype meets the layer's own, clear error).
+
+    Private: `Layer._convert_input_args`. Keras 3 casts a layer's inputs to its compute dtype
+    and has no public switch for one layer (no upstream issue found)."""
+    layer._convert_input_args = False
+
+
+def track_variable(layer, variable):
+    """Adds an existing `keras.Variable` to `layer`'s weights (trainable or not, as the
+    variable is), as `add_weight` does for the variables it creates.
+
+    Private: `Layer._track_variable`. Keras 3's public `add_weight` only creates variables,
+    and a SavedModel's variables already exist (no upstream issue found)."""
+    layer._track_variable(variable)
+
+
+# --- models: fit under distribution strategies ---------------------------------------------
+
+def in_multi_worker_mode(strategy):
+    """Whether `strategy` spans several workers (a MultiWorkerMirroredStrategy with a cluster,
+    not one running alone).
+
+    Private: `StrategyExtended._in_multi_worker_mode`; TensorFlow has no public equivalent."""
+    return bool(strategy.extended._in_multi_worker_mode())
+
+
+class FitWorkarounds:
+    """Mixin for a `keras.Model` trained with `fit` under distribution strategies (first among
+    the bases). Two Keras behaviours it corrects:
+
+    * Keras builds a model symbolically from a data batch when `fit` starts, even a model that
+      is built; under MultiWorkerMirroredStrategy it averages the int inputs across workers
+      first (keras-team/keras#20329), and under MirroredStrategy it rebuilt models whose
+      graph parts it took for unbuilt. Here a model whose layers and compiled loss and metrics
+      are all built is not built again. Private: `Model._maybe_symbolic_build`.
+    * Under multi-worker training Keras reduces the step logs with a mean over axis 0, which
+      fails on scalars (keras-team/keras#20585): the logs are given shape `[1]` there.
+    """
+
+    def train_step(self, data):
+        return _multi_worker_logs(super().train_step(data))
+
+    def test_step(self, data):
+        return _multi_worker_logs(super().test_step(data))
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        compiled = [getattr(self, name, None) for name in ("_compile_metrics", "_compile_loss")]
+        if all(layer.built for layer in self._flatten_layers()) \
+                and all(c is None or c.built for c in compiled):
+            iterator = data_batch = None
+        super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
+
+def _multi_worker_logs(logs):
+    strategy = tf.distribute.get_strategy()
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) \
+            and in_multi_worker_mode(strategy):
+        return {name: tf.reshape(value, [1]) for name, value in logs.items()}
+    return logs
+
+
+# --- optimizers ------------------------------------------------------------------------------
+
+class SummedGradientsHook:
+    """Mixin for a Keras optimizer (first among the bases): its
+    `transform_summed_gradients(grads)` sees the gradients once they are summed over the
+    replicas, before the update; with `global_clipnorm`, Keras's own clip (of each replica's
+    part, before the sum) is left to it.
+
+    Private: `Optimizer._clip_gradients`, `_backend_update_step` (Keras's TensorFlow update:
+    the sum over replicas, `_all_reduce_sum_gradients`, then one update per variable on every
+    device, `_distributed_tf_update_step`), and TensorFlow's `maybe_merge_call`. Keras 3 clips
+    each replica's gradient before the cross-replica sum and offers no hook after it
+    (tensorflow/tensorflow#33929: clipping "after gradients get aggregated" is what users
+    expect; it was left to a later optimizer refactoring)."""
+
+    def transform_summed_gradients(self, grads):
+        return grads
+
+    def _clip_gradients(self, grads):
+        if self.global_clipnorm:
+            return grads  # after the cross-replica sum: transform_summed_gradients
+        return super()._clip_gradients(grads)
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
+        pairs = list(self._all_reduce_sum_gradients(list(zip(grads, variables))))
+        grads = self.transform_summed_gradients([g for g, _ in pairs])
+        tf.__internal__.distribute.interim.maybe_merge_call(
+            self._distributed_tf_update_step, self._distribution_strategy,
+            list(zip(grads, (v for _, v in pairs))), learning_rate)
+
+
+# --- saving ----------------------------------------------------------------------------------
+
+def save_weights_to_h5(model, h5_file):
+    """Writes what `model.save_weights` writes (the same Keras layout, read back by
+    `model.load_weights`) into an `h5py.File` the caller opened (elmo-tf opens it on a Python
+    file object, so that a failed write is an OSError, not HDF5's segfault).
+
+    Private: `saving_lib._save_state` and `H5IOStore`; Keras's public `save_weights` takes a
+    path only (keras-team/keras#14411, open: saving to a file object)."""
+    saving_lib._save_state(model, weights_store=_OpenH5Store(h5_file), assets_store=None,
+                           inner_path="", visited_saveables=set())
+
+
+class _OpenH5Store(saving_lib.H5IOStore):
+    """Keras's HDF5 weights store on an `h5py.File` opened by the caller."""
+
+    def __init__(self, h5_file):
+        self._open_file = h5_file
+        super().__init__(io.BytesIO(), mode="w")  # a path-or-io its constructor accepts
+
+    def _get_h5_file(self, path_or_io, mode=None):
+        return self._open_file
+
+
+def save_model_to_file(model, file):
+    """Writes `model` as a `.keras` archive into the open binary `file`.
+
+    Private: `keras.src.saving.saving_lib.save_model`; the public `Model.save` takes a path and
+    insists on its `.keras` suffix (elmo-tf writes a temporary name, then renames it;
+    keras-team/keras#14411, open: saving to a file object)."""
+    saving_lib.save_model(model, file)
+
+
+# --- SavedModels -----------------------------------------------------------------------------
+
+def trackable_object():
+    """An empty object whose attributes `tf.saved_model.save` tracks and saves, attributes
+    named `variables` and `trainable_variables` included (TF Hub's reusable SavedModel API).
+
+    Private: `tf.__internal__.tracking.AutoTrackable`; the public `tf.Module` reserves those two
+    names as properties (no upstream issue found)."""
+    return tf.__internal__.tracking.AutoTrackable()
+
+
+def saved_model_graphs(saved_model_dir):
+    """The `GraphDef`s of the SavedModel in `saved_model_dir` (one per meta graph), read from
+    its `saved_model.pb` without loading it (a graph that needs a library's ops is read all
+    the same).
+
+    Private: `tensorflow.core.protobuf.saved_model_pb2`, the generated protocol buffer module;
+    `tf.saved_model.load` would need every op registered (no upstream issue found)."""
+    saved_model = saved_model_pb2.SavedModel()
+    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
+        saved_model.ParseFromString(f.read())
+    return [meta_graph.graph_def for meta_graph in saved_model.meta_graphs]
+
+
+def kernel_device_types(op):
+    """The device types (`"CPU"`, `"GPU"`, `"DEFAULT"`, ...) that this TensorFlow has kernels
+    of `op` for.
+
+    Private: `tensorflow.python.framework.kernels.get_registered_kernels_for_op` (no upstream
+    issue found)."""
+    return {k.device_type for k in kernels.get_registered_kernels_for_op(op).kernel}
+
+
+# --- TensorFlow runtime ----------------------------------------------------------------------
+
+def eager_device_scope():
+    """The device name of the innermost `tf.device` scope around an eager call (`""` outside
+    any).
+
+    Private: `tensorflow.python.eager.context.context().device_name`; eager code has no public
+    way to read its device scope (a graph reads it from an op's `device`) (no upstream issue
+    found)."""
+    return context.context().device_name or ""

@@ -2,13 +2,10 @@
 portable kernels, and checked for ops a CPU-only TensorFlow cannot run."""
 
 import contextlib
-import os
 
 import tensorflow as tf
-from tensorflow.core.protobuf import saved_model_pb2
-from tensorflow.python.framework import kernels
 
-from elmo_tf.keras_compat import sublayers
+from elmo_tf.keras_compat import kernel_device_types, saved_model_graphs, sublayers
 
 # Devices whose kernels a CPU-only TensorFlow runs (NoOp and Assert are registered for the
 # "DEFAULT" device, not for "CPU").
@@ -48,11 +45,8 @@ def check_cpu_servable(saved_model_dir, what):
     Example:
     >>> check_cpu_servable("serving/elmo/1", "the SavedModel serving/elmo/1")
     """
-    saved_model = saved_model_pb2.SavedModel()
-    with open(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as f:
-        saved_model.ParseFromString(f.read())
     found = {}  # op -> where it is first used
-    for graph in (m.graph_def for m in saved_model.meta_graphs):
+    for graph in saved_model_graphs(saved_model_dir):
         functions = {f.signature.name for f in graph.library.function}
         places = [(n, "the graph") for n in graph.node] + [
             (n, f"function {f.signature.name}") for f in graph.library.function
@@ -64,8 +58,7 @@ def check_cpu_servable(saved_model_dir, what):
     for op, where in sorted(found.items()):
         if not hasattr(tf.raw_ops, op):
             problems.append(f"{op} (not a core TensorFlow op; {where})")
-        elif not any(k.device_type in _CPU_DEVICES
-                     for k in kernels.get_registered_kernels_for_op(op).kernel):
+        elif not kernel_device_types(op) & set(_CPU_DEVICES):
             problems.append(f"{op} (no CPU kernel; {where})")
     if problems:
         raise ValueError(

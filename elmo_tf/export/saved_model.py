@@ -12,6 +12,7 @@ from elmo_tf.files import (
     remove_stale_temporaries,
     variables_bytes,
 )
+from elmo_tf.keras_compat import trackable_object
 from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
@@ -196,7 +197,7 @@ def _serving_module(embedding):
     def call(tokens, training=False):
         return call_training(tokens) if training else call_inference(tokens)
 
-    module = tf.__internal__.tracking.AutoTrackable()
+    module = trackable_object()
     module.embedding = embedding
     module.variables = [v.value for v in embedding.variables]  # dropout seed state included
     module.trainable_variables = [v.value for v in embedding.trainable_weights]

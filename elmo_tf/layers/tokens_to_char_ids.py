@@ -9,6 +9,7 @@ from elmo_tf.text.char_ids import (
     is_strings,
     tokens_to_char_ids,
 )
+from elmo_tf.keras_compat import keep_input_dtypes
 from elmo_tf.ops.padding import char_ids_mask, token_mask
 
 
@@ -39,7 +40,7 @@ class TokensToCharIds(keras.layers.Layer):
         self.max_characters_per_token = max_characters_per_token
         self.supports_masking = True
         self.supports_jit = False  # string ops do not compile with XLA
-        self._convert_input_args = False  # no cast to int32: wrong dtypes get a clear error
+        keep_input_dtypes(self)  # no cast to int32: wrong dtypes get a clear error
 
     def __call__(self, inputs, *args, **kwargs):
         return super().__call__(as_tensor(inputs), *args, **kwargs)

@@ -6,6 +6,7 @@ import re
 import keras
 import tensorflow as tf
 
+from elmo_tf.keras_compat import track_variable
 from elmo_tf.ops.padding import token_mask
 
 
@@ -50,7 +51,7 @@ class SavedModelEmbedding(keras.layers.Layer):
                 initializer=variable, trainable=id(variable) in trainable_ids,
                 dtype=variable.dtype, shape=variable.shape,
                 name=re.sub(r"[^A-Za-z0-9_.-]", "_", variable.name.split(":")[0]))
-            self._track_variable(wrapped)
+            track_variable(self, wrapped)
             self._loaded.append(wrapped)
         self.supports_masking = True
         self.supports_jit = False  # string ops

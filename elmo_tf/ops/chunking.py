@@ -3,7 +3,8 @@ of rows at a time, the device type that decides how many, and the shape buckets 
 for."""
 
 import tensorflow as tf
-from tensorflow.python.eager import context
+
+from elmo_tf.keras_compat import eager_device_scope
 
 
 def compute_device_type():
@@ -11,7 +12,7 @@ def compute_device_type():
     distribution strategy's replica) decides; without one, TensorFlow places them on a GPU
     when one is visible."""
     if tf.executing_eagerly():
-        scope = context.context().device_name or ""
+        scope = eager_device_scope()
     else:
         scope = tf.no_op().device
     device_type = tf.DeviceSpec.from_string(scope).device_type

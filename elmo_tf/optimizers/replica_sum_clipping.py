@@ -1,11 +1,12 @@
 """`ReplicaSumClipping`: a Keras optimizer's `global_clipnorm` applied to the gradient summed
 over the replicas of a `tf.distribute` strategy, row-sparse gradients deduplicated first."""
 
-import keras
 import tensorflow as tf
 
+from elmo_tf.keras_compat import SummedGradientsHook
 
-class ReplicaSumClipping:
+
+class ReplicaSumClipping(SummedGradientsHook):
     """Mixin for a Keras optimizer (first among the bases): `global_clipnorm` clips the gradient
     summed over the replicas, as bilm-tf clipped the average of its GPUs' gradients.
 
@@ -19,22 +20,11 @@ class ReplicaSumClipping:
     ...     pass
     """
 
-    def _clip_gradients(self, grads):
-        if self.global_clipnorm:
-            return grads  # after the cross-replica sum, in `_backend_update_step`
-        return super()._clip_gradients(grads)
-
-    def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        # Keras's TensorFlow `_backend_update_step` (sum over replicas, then one update per
-        # variable on every device), with deduplication and the global clip in between.
-        variables = [v.value if isinstance(v, keras.Variable) else v for v in trainable_variables]
-        pairs = list(self._all_reduce_sum_gradients(list(zip(grads, variables))))
-        grads = [_deduplicated(g) for g, _ in pairs]
+    def transform_summed_gradients(self, grads):
+        grads = [_deduplicated(g) for g in grads]
         if self.global_clipnorm:
             grads = _clipped_by_global_norm(grads, self.global_clipnorm)
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            self._distributed_tf_update_step, self._distribution_strategy,
-            list(zip(grads, (v for _, v in pairs))), learning_rate)
+        return grads
 
 
 def _deduplicated(gradient):

@@ -4,13 +4,11 @@ removed."""
 
 import contextlib
 import glob
-import io
 import os
 import re
 
 import keras
 import tensorflow as tf
-from keras.src.saving import saving_lib
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.files import (
@@ -20,6 +18,7 @@ from elmo_tf.files import (
     variables_bytes,
     write_atomically,
 )
+from elmo_tf.keras_compat import save_weights_to_h5
 from elmo_tf.training.distribution import is_multi_worker
 
 _CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
@@ -64,24 +63,11 @@ def save_weights_atomically(model, path):
     """
     def write(tmp):
         with hdf5_for_writing(tmp) as f:
-            saving_lib._save_state(model, weights_store=_OpenH5Store(f), assets_store=None,
-                                   inner_path="", visited_saveables=set())
+            save_weights_to_h5(model, f)
 
     if not model.built:
         raise ValueError("save_weights_atomically needs a built model.")
     write_atomically(path, write, needed_bytes=weights_bytes(model))
-
-
-class _OpenH5Store(saving_lib.H5IOStore):
-    """Keras's HDF5 weights store (`keras.src.saving.saving_lib`, the one `save_weights` uses)
-    on an `h5py.File` opened by the caller."""
-
-    def __init__(self, h5_file):
-        self._open_file = h5_file
-        super().__init__(io.BytesIO(), mode="w")  # a path-or-io its constructor accepts
-
-    def _get_h5_file(self, path_or_io, mode=None):
-        return self._open_file
 
 
 def weights_bytes(model):

@@ -24,7 +24,6 @@ import re
 import keras
 import numpy as np
 import tensorflow as tf
-from keras.src.saving import saving_lib
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.conll import read_conll
@@ -36,6 +35,7 @@ from elmo_tf.files import (
     write_atomically,
     write_json_atomically,
 )
+from elmo_tf.keras_compat import save_model_to_file
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -139,9 +139,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     model.load_weights(os.path.join(output, "best.weights.h5"))
 
     def write_model(tmp):
-        # Keras's .keras writer, on a file object (its public `save` insists on the suffix).
         with open(tmp, "wb") as f:
-            saving_lib.save_model(model, f)
+            save_model_to_file(model, f)
 
     write_atomically(os.path.join(output, "model.keras"), write_model)
     results = {"dev": record["epochs"][best], "best_epoch": best + 1,

@@ -1,0 +1,34 @@
+"""Every private Keras/TensorFlow hook lives in elmo_tf/keras_compat.py, and that file refuses a
+Keras or TensorFlow it was not written for."""
+
+import pathlib
+import re
+
+import keras
+import pytest
+import tensorflow as tf
+
+from elmo_tf.keras_compat import check_versions
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "elmo_tf"
+PRIVATE = re.compile(r"\bkeras\.src\b|\btensorflow\.(python|core)\b|\btf\.__internal__\b|"
+                     r"\._(flatten_layers|track_variable|convert_input_args|maybe_symbolic_build|"
+                     r"in_multi_worker_mode|clip_gradients|backend_update_step|save_state)\b")
+
+
+def test_no_module_but_keras_compat_touches_private_keras_or_tensorflow():
+    found = [f"{path.relative_to(PACKAGE)}:{number}: {line.strip()}"
+             for path in sorted(PACKAGE.rglob("*.py")) if path.name != "keras_compat.py"
+             for number, line in enumerate(path.read_text().splitlines(), start=1)
+             if PRIVATE.search(line)]
+    assert found == []
+
+
+def test_other_versions_are_refused_with_what_to_do():
+    check_versions()  # the installed ones
+    with pytest.raises(ImportError, match=r"Keras internals written for Keras 3\.15\.x, and "
+                                          r"Keras 3\.16\.0 is installed: install the versions "
+                                          r"setup\.cfg pins"):
+        check_versions(keras_version="3.16.0", tensorflow_version=tf.__version__)
+    with pytest.raises(ImportError, match=r"TensorFlow 2\.22\.0 is installed"):
+        check_versions(keras_version=keras.__version__, tensorflow_version="2.22.0")
