@@ -64,7 +64,8 @@ from elmo_tf.data import (  # noqa: E402
 from elmo_tf.data.generated_corpus import write_generated_corpus  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.models import (  # noqa: E402
-    ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoLanguageModel)
+    ElmoBackbone, ElmoConfig, ElmoLanguageModel, MaskedElmoBackbone, MaskedElmoConfig,
+    MaskedElmoLanguageModel)
 from elmo_tf.optimizers import Adam, SparseAdagrad  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
 from elmo_tf.text.char_ids import BOS_TOKEN, EOS_TOKEN  # noqa: E402
@@ -89,7 +90,7 @@ def elmo_model():
 
 
 def masked_model(lstm_dim, **cell):
-    config = ElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, "fully_bidirectional": True, **cell})
+    config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **cell})
     model = MaskedElmoLanguageModel(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY,
                                     NEGATIVES)
     model.compile(optimizer=optimizer())
@@ -356,7 +357,7 @@ CELLS = ("clipped, projected (ELMo's cell)", "clip-free, projected (the presets'
 
 
 def cell_configs(base):
-    """The three cells on `base`'s shape (an `ElmoConfig` of Masked ELMo) at its backbone
+    """The three cells on `base`'s shape (a `MaskedElmoConfig`) at its backbone
     parameter count: ELMo's clipped projected cell (clips 3), the clip-free projected cell,
     and the clip-free cell without projection whose C = P gives the nearest count."""
     def count(config):
@@ -377,8 +378,7 @@ def cell_configs(base):
 def cell_speed(repeats, steps):
     """Training speed of the three cells (steps alternated; the speed part's batch and encoder,
     at the backbone parameters of Masked ELMo's C = 416 there)."""
-    configs, shapes = cell_configs(ElmoConfig(**{**ENCODER, "lstm_dim": 416,
-                                                 "fully_bidirectional": True}))
+    configs, shapes = cell_configs(MaskedElmoConfig(**{**ENCODER, "lstm_dim": 416}))
     models = {}
     for name, config in configs.items():
         keras.utils.set_random_seed(0)

@@ -53,7 +53,7 @@ def _parser():
     # Every list of choices comes from the registry that owns it.
     from elmo_tf.text.tokenizers import TOKENIZERS
     from elmo_tf.export.embeddings_hdf5 import LAYERS
-    from elmo_tf.models.elmo.elmo_presets import ALIASES, ELMO_PRESETS
+    from elmo_tf.models.family import preset_names
     from elmo_tf.recipes.recipe import Recipe
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES
 
@@ -62,12 +62,12 @@ def _parser():
 
     init = commands.add_parser(
         "init", help="write a randomly initialised model (options.json + weights.hdf5)",
-        description="Writes DIR/options.json and DIR/weights.hdf5 for a preset's shape with "
-                    "bilm-tf's training initialisation, e.g. to try the pipeline before "
-                    "training or converting a model.")
-    init.add_argument("--preset", required=True, choices=[*ELMO_PRESETS, *ALIASES],
-                      help=f"one of {', '.join(ELMO_PRESETS)} (the released shapes also as "
-                           f"{', '.join(ALIASES)})")
+        description="Writes DIR/options.json and DIR/weights.hdf5 for a preset architecture of "
+                    "any model family, with its training initialisation, e.g. to try the "
+                    "pipeline before training or converting a model.")
+    init.add_argument("--preset", required=True, metavar="PRESET",
+                      help=f"one of {', '.join(preset_names())} (ELMo's released shapes also "
+                           "as small, medium, original)")
     init.add_argument("--output", required=True, metavar="DIR")
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
@@ -86,7 +86,8 @@ def _parser():
     vocab.set_defaults(run=_vocab)
 
     train = commands.add_parser(
-        "train", help="pre-train an ELMo biLM (resumes a killed run in the same --output)",
+        "train", help="pre-train a biLM, ELMo or Masked ELMo (resumes a killed run in the same "
+                      "--output)",
         description="Trains the recipe's biLM with model.fit and writes DIR/options.json, "
                     "DIR/weights.hdf5 (released layout), DIR/vocab.txt, checkpoints and "
                     "TensorBoard logs. Run the same command again after a crash to resume "
@@ -386,7 +387,9 @@ def _train(args):
     print(f"trained {results['steps']} steps; wrote {args.output}/options.json, weights.hdf5, "
           "vocab.txt")
     if "validation" in results:
-        _print_perplexities("held-out", results["validation"], results.get("best_perplexity"))
+        family = training.RunDirectory(args.output).recipe().family
+        _print_perplexities("held-out", results["validation"], family,
+                            results.get("best_perplexity"))
     return 0
 
 
@@ -397,7 +400,8 @@ def _evaluate(args):
 
     results = training.evaluate(args.model, args.corpus, tokenizer=args.tokenizer,
                                 tfds_data_dir=args.tfds_data_dir)
-    _print_perplexities(args.corpus, results, results.get("best_perplexity"))
+    _print_perplexities(args.corpus, results, training.RunDirectory(args.model).recipe().family,
+                        results.get("best_perplexity"))
     if args.json:
         from elmo_tf.files import write_json_atomically
 
@@ -406,12 +410,8 @@ def _evaluate(args):
     return 0
 
 
-def _print_perplexities(name, results, best=None):
-    if "forward_perplexity" not in results:  # Masked ELMo: the next-token bound does not apply
-        print(f"{name} masked-LM perplexity: {results['perplexity']:.2f}")
-        return
-    line = (f"{name} perplexity: forward {results['forward_perplexity']:.2f}, backward "
-            f"{results['backward_perplexity']:.2f}, both {results['perplexity']:.2f}")
+def _print_perplexities(name, results, family, best=None):
+    line = f"{name} {family.describe(results)}"
     if best is not None:
         line += f" (the generated language's best possible: {best:.2f})"
     print(line)
@@ -420,16 +420,16 @@ def _print_perplexities(name, results, best=None):
 def _init(args):
     import keras
 
-    from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
-    from elmo_tf.models.elmo.elmo_config import ElmoConfig
+    from elmo_tf.models.backbone import Backbone
 
     keras.utils.set_random_seed(args.seed)
-    backbone = ElmoBackbone(ElmoConfig.from_preset(args.preset))
+    backbone = Backbone.from_architecture(args.preset)
     options, weights = os.path.join(args.output, "options.json"), os.path.join(args.output,
                                                                                "weights.hdf5")
     backbone.save_allennlp(weights, options)
-    print(f"wrote a random {args.preset} ELMo ({backbone.count_params():,} parameters, seed "
-          f"{args.seed}) to {options} and {weights}")
+    print(f"wrote a random {args.preset} {type(backbone).__name__} "
+          f"({backbone.count_params():,} parameters, seed {args.seed}) to {options} and "
+          f"{weights}")
     return 0
 
 

@@ -123,5 +123,5 @@ def test_the_installed_command_starts_quietly(tmp_path):
                            str(tmp_path / "m")], env=env, capture_output=True, text=True,
                           check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stderr == "" and "wrote a random tiny ELMo" in done.stdout
+    assert done.stderr == "" and "wrote a random tiny ElmoBackbone" in done.stdout
     assert (tmp_path / "m" / "weights.hdf5").exists()

@@ -3,11 +3,7 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.projected_lstm import (
-    ProjectedLSTM,
-    removed_implementation,
-    run_projected_lstms,
-)
+from elmo_tf.layers.projected_lstm import removed_implementation, run_projected_lstms
 from elmo_tf.layers.lstm_stack import LSTMStack
 from elmo_tf.ops.lstm import reverse_valid_steps
 from elmo_tf.ops.padding import sequence_lengths
@@ -33,15 +29,9 @@ class BiLMStack(LSTMStack):
     by row, as bilm-tf and AllenNLP do (`LSTMStack` keeps it). The backward stack's kept state is
     the one after it read `<S>`.
 
-    Args:
-        n_layers: LSTM layers per direction.
-        units: memory cell size C.
-        projection_dim: P.
-        cell_clip, proj_clip: clip values or None.
-        use_skip_connections: residual connections from the second layer on.
-        stateful: carry state between calls.
-        max_batch_size: rows of kept state when stateful.
-        dropout: dropout rate on every LSTM layer's input in training (bilm-tf pre-trains with 0.1).
+    Args: those of `LSTMStack` (`n_layers`, `units`, `projection_dim`; by keyword
+        `use_skip_connections`, `cell_clip`, `proj_clip`, `stateful`, `max_batch_size`,
+        `dropout`: bilm-tf pre-trains with 0.1).
 
     Call arguments:
         token_embeddings: `[batch, time, P]` (sentence boundaries included).
@@ -57,18 +47,8 @@ class BiLMStack(LSTMStack):
     TensorShape([2, 3, 5, 8])
     """
 
-    def __init__(self, n_layers, units, projection_dim, cell_clip=None, proj_clip=None,
-                 use_skip_connections=True, stateful=False, max_batch_size=128, dropout=0.0,
-                 **kwargs):
-        super().__init__(n_layers, units, projection_dim, use_skip_connections, stateful,
-                         max_batch_size, dropout, **removed_implementation(kwargs))
-        self.cell_clip = None if cell_clip is None else float(cell_clip)
-        self.proj_clip = None if proj_clip is None else float(proj_clip)
-        self.stacks = [
-            [ProjectedLSTM(units, projection_dim, cell_clip, proj_clip, direction=direction,
-                           dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
-             for k in range(self.n_layers)]
-            for direction in ("forward", "backward")]
+    def __init__(self, n_layers, units, projection_dim, **kwargs):
+        super().__init__(n_layers, units, projection_dim, **removed_implementation(kwargs))
 
     def build(self, input_shape):
         for stack in self.stacks:
@@ -118,8 +98,3 @@ class BiLMStack(LSTMStack):
         if self.stateful:
             self.keep_states(batch, final_states)
         return tf.stack(layers, axis=1)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(cell_clip=self.cell_clip, proj_clip=self.proj_clip)
-        return config

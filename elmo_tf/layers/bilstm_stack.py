@@ -4,7 +4,7 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.layers.lstm_stack import LSTMStack
-from elmo_tf.layers.projected_lstm import ProjectedLSTM, run_projected_lstms
+from elmo_tf.layers.projected_lstm import run_projected_lstms
 from elmo_tf.ops.lstm import left_to_right_rows, reverse_valid_steps
 from elmo_tf.ops.padding import sequence_lengths
 
@@ -62,20 +62,9 @@ class BiLSTMStack(LSTMStack):
     TensorShape([2, 3, 5, 8])
     """
 
-    def __init__(self, n_layers, units, projection_dim, use_skip_connections=True,
-                 cell_clip=None, proj_clip=None, projection=True, stateful=False,
-                 max_batch_size=128, dropout=0.0, **kwargs):
-        super().__init__(n_layers, units, projection_dim, use_skip_connections, stateful,
-                         max_batch_size, dropout, **kwargs)
-        self.cell_clip = None if cell_clip is None else float(cell_clip)
-        self.proj_clip = None if proj_clip is None else float(proj_clip)
+    def __init__(self, n_layers, units, projection_dim, *, projection=True, **kwargs):
+        super().__init__(n_layers, units, projection_dim, projection=projection, **kwargs)
         self.projection = bool(projection)
-        self.stacks = [
-            [ProjectedLSTM(units, projection_dim, cell_clip=cell_clip, proj_clip=proj_clip,
-                           projection=projection, direction=direction,
-                           dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
-             for k in range(self.n_layers)]
-            for direction in ("forward", "backward")]
 
     def build(self, input_shape):
         for k in range(self.n_layers):
@@ -118,6 +107,5 @@ class BiLSTMStack(LSTMStack):
 
     def get_config(self):
         config = super().get_config()
-        config.update(cell_clip=self.cell_clip, proj_clip=self.proj_clip,
-                      projection=self.projection)
+        config.update(projection=self.projection)
         return config

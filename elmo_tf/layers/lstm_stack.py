@@ -3,13 +3,15 @@
 import keras
 import tensorflow as tf
 
+from elmo_tf.layers.projected_lstm import ProjectedLSTM
 from elmo_tf.ops.lstm import zero_state
 
 
 class LSTMStack(keras.layers.Layer):
     """Base of the stacks of forward and backward projected LSTM layers (`BiLMStack`,
-    `BiLSTMStack`): their common arguments, the state a stateful stack carries from call to
-    call, and the output's shape and mask.
+    `BiLSTMStack`): their common arguments, their cells (`stacks[direction][layer]`, a
+    `ProjectedLSTM` each), the state a stateful stack carries from call to call, and the
+    output's shape and mask.
 
     Kept state: with `stateful=True` the final `(h, c)` of every layer and direction is kept per
     batch row, in `max_batch_size` rows (float32 under any dtype policy, like the kernel's
@@ -20,29 +22,39 @@ class LSTMStack(keras.layers.Layer):
     left out of saved weights, so weights reload into any `max_batch_size` and any number of
     replicas, and a reloaded stack starts from zero.
 
-    Args:
+    Args (both stacks take them so; after `projection_dim`, by keyword only):
         n_layers: LSTM layers per direction.
         units: memory cell size C.
         projection_dim: P, each direction's output size.
         use_skip_connections: residual connections from the second layer on.
+        cell_clip, proj_clip: ELMo's clips, or None.
         stateful: keep state between calls.
         max_batch_size: rows of kept state when stateful.
         dropout: dropout rate on every LSTM layer's input in training.
     """
 
-    def __init__(self, n_layers, units, projection_dim, use_skip_connections=True,
-                 stateful=False, max_batch_size=128, dropout=0.0, **kwargs):
+    def __init__(self, n_layers, units, projection_dim, *, use_skip_connections=True,
+                 cell_clip=None, proj_clip=None, stateful=False, max_batch_size=128,
+                 dropout=0.0, projection=True, **kwargs):
         super().__init__(**kwargs)
         self.n_layers = int(n_layers)
         self.units = int(units)
         self.projection_dim = int(projection_dim)
         self.use_skip_connections = bool(use_skip_connections)
+        self.cell_clip = None if cell_clip is None else float(cell_clip)
+        self.proj_clip = None if proj_clip is None else float(proj_clip)
         self.stateful = bool(stateful)
         self.max_batch_size = int(max_batch_size)
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
         self.dropout = float(dropout)
         self.supports_masking = True
+        self.stacks = [
+            [ProjectedLSTM(units, projection_dim, cell_clip=cell_clip, proj_clip=proj_clip,
+                           projection=projection, direction=direction,
+                           dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
+             for k in range(self.n_layers)]
+            for direction in ("forward", "backward")]
 
     def build_state(self):
         """Creates the kept state (stateful stacks; call it from `build`)."""
@@ -108,7 +120,8 @@ class LSTMStack(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(n_layers=self.n_layers, units=self.units,
-                      projection_dim=self.projection_dim,
-                      use_skip_connections=self.use_skip_connections, stateful=self.stateful,
-                      max_batch_size=self.max_batch_size, dropout=self.dropout)
+                      projection_dim=self.projection_dim, cell_clip=self.cell_clip,
+                      proj_clip=self.proj_clip, use_skip_connections=self.use_skip_connections,
+                      stateful=self.stateful, max_batch_size=self.max_batch_size,
+                      dropout=self.dropout)
         return config

@@ -83,6 +83,57 @@ class Backbone(keras.Model):
     def reset_states(self):
         """Clears the carried state (a no-op for a stateless backbone)."""
 
+    # --- presets -------------------------------------------------------------------------
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """A backbone with the preset's weights, as KerasHub's `from_preset`: `preset` is a
+        local preset directory, its config, weights and metadata (`options.json`,
+        `weights.hdf5` and, from `elmo-tf train`, `run.json`: what `train` and `init` write,
+        and AllenNLP's released files under those names), of any registered family
+        (`load_backbone`); or the name of a registered preset architecture, which has no
+        weights: the backbone then has fresh ones (`from_architecture`).
+
+        Args:
+            preset: a directory, or a preset name (`elmo_tf.models.family.preset_names()`).
+            **kwargs: the backbone's other constructor arguments (`dtype`, ...).
+
+        Example:
+        >>> backbone = Backbone.from_preset("runs/tiny")           # trained weights
+        >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")  # fresh weights
+        """
+        import os
+
+        from elmo_tf.models.load_backbone import load_backbone
+
+        if not os.path.isdir(preset):
+            return cls.from_architecture(preset, **kwargs)
+        files = [os.path.join(preset, name) for name in ("options.json", "weights.hdf5")]
+        missing = [f for f in files if not os.path.isfile(f)]
+        if missing:
+            raise FileNotFoundError(f"{preset} is not a preset directory: it lacks "
+                                    f"{', '.join(os.path.basename(f) for f in missing)} "
+                                    "(what `elmo-tf train` and `elmo-tf init` write).")
+        backbone = load_backbone(*files, **kwargs)
+        if not isinstance(backbone, cls):
+            raise ValueError(f"{preset} holds a {type(backbone).__name__}, not a "
+                             f"{cls.__name__} (Backbone.from_preset takes any family's).")
+        return backbone
+
+    @classmethod
+    def from_architecture(cls, name, **kwargs):
+        """A backbone of the registered preset architecture `name`, with fresh weights.
+
+        Example:
+        >>> ElmoBackbone.from_architecture("tiny").count_params()
+        """
+        from elmo_tf.models.family import family_for_preset
+
+        family = family_for_preset(name)
+        if not issubclass(family.backbone_class, cls):
+            raise ValueError(f"{name!r} is a preset of the {family.name} family "
+                             f"({family.backbone_class.__name__}), not a {cls.__name__}.")
+        return family.backbone_class(family.config_class.from_architecture(name), **kwargs)
+
     @classmethod
     def from_config(cls, config):
         config = dict(config)

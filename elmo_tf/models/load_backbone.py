@@ -1,14 +1,14 @@
-"""`load_backbone`: the backbone an options.json describes, ELMo's or Masked ELMo's."""
+"""`load_backbone`: the backbone an options.json describes, of any registered family."""
 
-from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
-from elmo_tf.models.elmo.elmo_config import ElmoConfig
-from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.files import read_json
+from elmo_tf.models.family import family_for_options
 
 
 def load_backbone(options_file, weight_file, **kwargs):
-    """`ElmoBackbone.from_allennlp` or `MaskedElmoBackbone.from_allennlp`, as the options say
-    (`lstm.fully_bidirectional`): what `elmo-tf dump`, `export` and `ElmoEmbedding.from_allennlp`
-    load a model directory with.
+    """The backbone class of the family the options describe (`Family.describes`: ELMo's
+    released files, Masked ELMo's `lstm.fully_bidirectional`, ...) built from `options_file`
+    with `weight_file` loaded: what `elmo-tf dump`, `export`, `finetune` and
+    `ElmoEmbedding.from_allennlp` load a model directory with.
 
     Args:
         options_file, weight_file: the model's options.json and weights.hdf5.
@@ -18,6 +18,5 @@ def load_backbone(options_file, weight_file, **kwargs):
     Example:
     >>> backbone = load_backbone("run/options.json", "run/weights.hdf5")
     """
-    config = ElmoConfig.from_options_json(options_file)
-    cls = MaskedElmoBackbone if config.fully_bidirectional else ElmoBackbone
-    return cls.from_allennlp(options_file, weight_file, **kwargs)
+    family = family_for_options(read_json(options_file), source=str(options_file))
+    return family.backbone_class.from_allennlp(options_file, weight_file, **kwargs)

@@ -6,10 +6,14 @@ import math
 from elmo_tf.checks import positive_int_problems
 from elmo_tf.data.language_model_dataset import MODES
 from elmo_tf.files import read_json
-from elmo_tf.models.elmo.elmo_config import ElmoConfig
-from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
+from elmo_tf.models.family import (
+    architecture,
+    families,
+    family_for_config,
+    family_for_objective,
+    family_for_options,
+)
 
-OBJECTIVES = ("bilm", "masked_lm")
 OPTIMIZERS = ("adagrad", "adam")
 
 
@@ -32,12 +36,12 @@ class Recipe:
     beat sentence batches), `tiny_masked` in sentence batches (better on the built-in corpus of
     independent sentences) and `masked_elmo_cpu` too, as `elmo_cpu` (its downstream figures
     were measured so). See `docs/masked_elmo.md`.
-    Each trains the preset of its name (`elmo_tf.models.elmo.elmo_presets`,
-    `...masked_elmo.masked_elmo_presets`).
+    Each trains the preset architecture of its name (`elmo_tf.models.family.architecture`).
 
     Args:
         name: a label for logs.
-        model: the `ElmoConfig` to train.
+        model: the architecture to train: a config of the objective's family (`ElmoConfig`,
+            `MaskedElmoConfig`, ...).
         mode: `"stream"` (bilm-tf's; for the masked LM, streams read both ways) or
             `"sentence"` batches (see `elmo_tf.data`).
         batch_size: global batch: rows over all replicas.
@@ -53,12 +57,15 @@ class Recipe:
             in stream mode, sentences / batch_size in sentence mode, as bilm-tf counts).
         min_count, max_vocabulary_size: for the vocabulary built from the corpus.
         shuffle_buffer: sentences in the shuffle buffer.
-        objective: `"bilm"` (ELMo's two next-token losses) or `"masked_lm"` (Masked ELMo:
-            BERT's masked-LM loss, a fully bidirectional model).
+        objective: the family that trains (`Family.objective` in the family registry):
+            `"bilm"` (ELMo's two next-token losses) or `"masked_lm"` (Masked ELMo: BERT's
+            masked-LM loss, a fully bidirectional model).
         masks_per_sentence: masked LM: disjoint maskings of each sentence per batch (mask
             accumulation, `elmo_tf.data.masked_language_model_dataset`).
         selection_rate: masked LM: the fraction of tokens each masking selects for prediction
             (BERT's 15 %; of those, 80 % become the mask token, 10 % a random word).
+        (`masks_per_sentence` and `selection_rate` are the masked LM's, `Family.recipe_fields`:
+        other objectives leave them at their defaults.)
 
     Example:
     >>> recipe = Recipe.from_name("tiny")
@@ -68,7 +75,7 @@ class Recipe:
     """
 
     name: str
-    model: ElmoConfig
+    model: object
     mode: str = "stream"
     batch_size: int = 128
     window: int = 20
@@ -87,30 +94,12 @@ class Recipe:
     selection_rate: float = 0.15
 
     def __post_init__(self):
-        problems = []
-        if not isinstance(self.model, ElmoConfig):
-            problems.append(f"model must be an ElmoConfig; got {type(self.model).__name__}")
+        problems = self._family_problems()
         if self.mode not in MODES:
             problems.append(f"mode must be one of {list(MODES)}; got {self.mode!r}")
         if self.optimizer not in OPTIMIZERS:
             problems.append(f"optimizer must be one of {list(OPTIMIZERS)}; got "
                             f"{self.optimizer!r}")
-        if self.objective not in OBJECTIVES:
-            problems.append(f"objective must be one of {list(OBJECTIVES)}; got "
-                            f"{self.objective!r}")
-        elif isinstance(self.model, ElmoConfig):
-            masked = self.objective == "masked_lm"
-            if masked != self.model.fully_bidirectional:
-                problems.append(
-                    "the masked_lm objective trains a fully bidirectional model (a Masked ELMo "
-                    "preset) and the bilm objective an ELMo one; got objective "
-                    f"{self.objective!r} with fully_bidirectional={self.model.fully_bidirectional}")
-            if masked and self.mode == "stream" and self.masks_per_sentence != 1:
-                problems.append("masks_per_sentence (mask accumulation) copies sentences: it "
-                                "takes mode 'sentence'; stream batches take 1")
-            if not masked and (self.masks_per_sentence, self.selection_rate) != (1, 0.15):
-                problems.append("masks_per_sentence and selection_rate are the masked_lm "
-                                "objective's; leave them out of a bilm recipe")
         if not (isinstance(self.selection_rate, (int, float)) and 0 < self.selection_rate <= 1):
             problems.append(f"selection_rate must be in (0, 1]; got {self.selection_rate!r}")
         problems += positive_int_problems(**{
@@ -138,6 +127,34 @@ class Recipe:
         if problems:
             raise ValueError(f"recipe {self.name!r}: " + "; ".join(problems) + ".")
 
+    def _family_problems(self):
+        """The objective and the model against the family registry, and the fields other
+        families own left at their defaults."""
+        try:
+            family = family_for_objective(self.objective)
+        except ValueError as error:
+            return [str(error).rstrip(".")]
+        problems = []
+        if type(self.model) is not family.config_class:
+            problems.append(f"the {self.objective!r} objective trains the {family.name} family, "
+                            f"whose model is a {family.config_class.__name__}; got a "
+                            f"{type(self.model).__name__} (a preset of its family, or its "
+                            "options)")
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        for other in families():
+            for field in other.recipe_fields if other is not family else ():
+                if getattr(self, field) != defaults[field]:
+                    problems.append(f"{field} is the {other.objective!r} objective's; leave it "
+                                    f"out of a {self.objective!r} recipe")
+        if not problems:
+            problems += family.recipe_problems(self)
+        return problems
+
+    @property
+    def family(self):
+        """The model family the recipe trains (`elmo_tf.models.family`)."""
+        return family_for_objective(self.objective)
+
     @classmethod
     def names(cls):
         """The named recipes."""
@@ -155,8 +172,9 @@ class Recipe:
     def from_file(cls, path):
         """Reads a recipe JSON file: `{"base": NAME, ...overrides}` or every field.
 
-        `"model"` is a preset name (`ElmoConfig.presets()`, e.g. `elmo_small`) or an options.json
-        object (`{"lstm": {...}, "char_cnn": {...}}`). Unknown keys are errors.
+        `"model"` is a preset architecture's name (`elmo_tf.models.family.preset_names()`, e.g.
+        `elmo_small`) or an options.json object (`{"lstm": {...}, "char_cnn": {...}}`, read by
+        the family it describes). Unknown keys are errors.
         """
         return cls.from_dict(read_json(path), source=str(path))
 
@@ -173,9 +191,11 @@ class Recipe:
         spec = dict(spec)
         base = spec.pop("base", None)
         if isinstance(spec.get("model"), str):
-            spec["model"] = preset_config(spec["model"])
+            spec["model"] = architecture(spec["model"])
         elif isinstance(spec.get("model"), dict):
-            spec["model"] = ElmoConfig.from_options(spec["model"], source=f"{source}: model")
+            where = f"{source}: model"
+            spec["model"] = family_for_options(spec["model"], where).config_class.from_options(
+                spec["model"], source=where)
         if base is not None:
             spec.setdefault("name", f"{base} ({source})")
             return dataclasses.replace(cls.from_name(base), **spec)
@@ -203,29 +223,22 @@ class Recipe:
                 "sample_softmax": vocabulary_size > self.num_negatives}
 
 
-def preset_config(name):
-    """The `ElmoConfig` of an ELMo or a Masked ELMo preset."""
-    if name in MASKED_ELMO_PRESETS:
-        return ElmoConfig(**MASKED_ELMO_PRESETS[name])
-    return ElmoConfig.from_preset(name)
-
-
 def _masked(name, base, **kwargs):
-    return dataclasses.replace(_RECIPES[base], name=name, model=preset_config(name),
+    return dataclasses.replace(_RECIPES[base], name=name, model=architecture(name),
                                objective="masked_lm", **kwargs)
 
 
 _RECIPES = {
-    "elmo_original": Recipe("elmo_original", ElmoConfig.from_preset("elmo_original"),
+    "elmo_original": Recipe("elmo_original", architecture("elmo_original"),
                             batch_size=384),
-    "elmo_medium": Recipe("elmo_medium", ElmoConfig.from_preset("elmo_medium"), batch_size=384),
-    "elmo_small": Recipe("elmo_small", ElmoConfig.from_preset("elmo_small"), batch_size=384),
-    "tiny": Recipe("tiny", ElmoConfig.from_preset("tiny"), batch_size=32, epochs=3),
+    "elmo_medium": Recipe("elmo_medium", architecture("elmo_medium"), batch_size=384),
+    "elmo_small": Recipe("elmo_small", architecture("elmo_small"), batch_size=384),
+    "tiny": Recipe("tiny", architecture("tiny"), batch_size=32, epochs=3),
     # Half an hour on 2 CPU cores for ~1.4 M tokens of real text (bench/downstream.py): Adam,
     # sentence batches (scored as an n-gram model is: each sentence from an empty context), a
     # shuffle buffer that holds the whole corpus (a corpus of documents in order, shuffled
     # 10,000 sentences at a time, swings the model from one source to the next every pass).
-    "elmo_cpu": Recipe("elmo_cpu", ElmoConfig.from_preset("elmo_cpu"), mode="sentence",
+    "elmo_cpu": Recipe("elmo_cpu", architecture("elmo_cpu"), mode="sentence",
                        batch_size=64, num_negatives=2048, optimizer="adam",
                        learning_rate=2e-3, epochs=2, min_count=2, shuffle_buffer=100_000),
 }

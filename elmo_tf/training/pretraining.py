@@ -1,10 +1,9 @@
-"""`train` and `evaluate`: pre-training ELMo's biLM or Masked ELMo with `model.fit`, resumably.
+"""`train` and `evaluate`: pre-training any registered model family (ELMo's biLM, Masked ELMo,
+...) with `model.fit`, resumably.
 
-The recipe's objective picks the model and its batches: `"bilm"` an `ElmoLanguageModel` on
-`language_model_dataset`, `"masked_lm"` a `MaskedElmoLanguageModel` on
-`masked_language_model_dataset` (sentence batches, or stream batches read both ways; held-out
-sentences always masked the same way, in sentence batches, BERT's 15 % with seed 0 and one
-masking per sentence, so runs compare).
+The recipe's objective picks the family (`elmo_tf.models.family`), which gives the model and its
+batches: ELMo an `ElmoLanguageModel` on `language_model_dataset`, Masked ELMo a
+`MaskedElmoLanguageModel` on `masked_language_model_dataset`. Nothing here depends on which.
 
 A run lives in its directory (`RunDirectory`). Keras's "epochs" in `fit` are checkpoint
 intervals here: a killed run restarted with the same command loads the newest complete
@@ -29,23 +28,16 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
-from elmo_tf.data.language_model_dataset import language_model_dataset
-from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
-from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.files import remove_stale_temporaries
-from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
-from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
-from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
-from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
 from elmo_tf.training.distribution import is_chief, is_multi_worker
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.run_directory import RunDirectory, recipe_settings
 
 MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 MAX_CHECKPOINT_INTERVAL = 1000
-HELD_OUT_MASKING_SEED = 0  # masked LM: every run evaluates the same masking of a corpus
 logger = logging.getLogger("elmo_tf")
 
 
@@ -168,7 +160,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                                  if k.startswith("val_")}
         if not results["validation"]:
             results["validation"] = evaluate_language_model(lm, validation, vocab, recipe, read)
-    if best is not None and recipe.objective == "bilm":
+    if best is not None and recipe.family.next_token_bound:
         results["best_perplexity"] = best
     run.write_outputs(lm, recipe, len(vocab), pairs)
     results["output"] = output
@@ -205,25 +197,10 @@ def checkpoint_plan(total, every, done=0):
 
 
 def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
-    """The recipe's `ElmoLanguageModel` (stateful backbone in stream mode) or
-    `MaskedElmoLanguageModel`, built and compiled with the recipe's optimizer
+    """The recipe's pre-training task (`Family.build_language_model`: an `ElmoLanguageModel`,
+    a `MaskedElmoLanguageModel`, ...), built and compiled with the recipe's optimizer
     (`SparseAdagrad`, bilm-tf's Adagrad, or `Adam`; global-norm clip)."""
-    config = recipe.model
-    ids = tf.zeros([1, 1, config.max_characters_per_token], tf.int32)
-    if recipe.objective == "masked_lm":
-        backbone = MaskedElmoBackbone(
-            config, stream_rows=recipe.batch_size // replicas if recipe.mode == "stream" else None,
-            dropout=recipe.dropout, dtype=dtype)
-        lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
-                                     num_negatives=recipe.num_negatives)
-        lm({"char_ids": ids})
-    else:
-        backbone = ElmoBackbone(config, stateful=recipe.mode == "stream",
-                                max_batch_size=recipe.batch_size // replicas,
-                                dropout=recipe.dropout, dtype=dtype)
-        lm = ElmoLanguageModel(backbone, vocabulary_size, num_negatives=recipe.num_negatives)
-        lm({"char_ids": ids, "backward_char_ids": ids} if recipe.mode == "stream"
-           else {"char_ids": ids})
+    lm = recipe.family.build_language_model(recipe, vocabulary_size, replicas, dtype)
     lm.reset_states()
     if recipe.optimizer == "adam":
         optimizer = Adam(recipe.learning_rate, global_clipnorm=recipe.clip_norm)
@@ -236,18 +213,10 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
 
 
 def evaluation_dataset(corpus, vocabulary, recipe, read, pad_to_buckets=False):
-    """One ordered pass over `corpus` in the recipe's batches (`pad_to_buckets`: for XLA)."""
-    if recipe.objective == "masked_lm":
-        # One masking (BERT's 15 %, K = 1, seed 0) whatever the recipe trains with: every run
-        # is scored on the same masked tokens.
-        return masked_language_model_dataset(
-            read_corpus(corpus, **read), vocabulary, batch_size=recipe.batch_size,
-            seed=HELD_OUT_MASKING_SEED, repeat=False, pad_to_buckets=pad_to_buckets,
-            max_characters_per_token=recipe.model.max_characters_per_token)
-    return language_model_dataset(
-        read_corpus(corpus, **read), vocabulary, mode=recipe.mode, batch_size=recipe.batch_size,
-        window=recipe.window, repeat=False, pad_to_buckets=pad_to_buckets,
-        max_characters_per_token=recipe.model.max_characters_per_token)
+    """One ordered pass over `corpus` in the family's held-out batches
+    (`Family.evaluation_batches`; `pad_to_buckets`: for XLA)."""
+    return recipe.family.evaluation_batches(read_corpus(corpus, **read), vocabulary, recipe,
+                                            pad_to_buckets=pad_to_buckets)
 
 
 def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
@@ -267,10 +236,11 @@ def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
 def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     """Perplexities (full softmax) of the model trained into `model_dir` on `corpus`.
 
-    Returns a dict: `forward_perplexity`, `backward_perplexity`, `perplexity` (both
-    directions' tokens together), `average_perplexity` (the mean of the two, the paper's
-    figure), `loss`, and `best_perplexity` when the corpus is the built-in one. For a Masked
-    ELMo run: `perplexity` (masked LM, on the held-out masking of seed 0) and `loss`.
+    Returns a dict of the family's metrics (`Family.evaluation_results`), `loss` and
+    `perplexity` among them. ELMo: `forward_perplexity`, `backward_perplexity`, `perplexity`
+    (both directions' tokens together), `average_perplexity` (the mean of the two, the paper's
+    figure), and `best_perplexity` when the corpus is the built-in one. Masked ELMo:
+    `perplexity` (masked LM, on the held-out masking of seed 0).
     """
     run = RunDirectory(model_dir)
     record = run.record()
@@ -278,22 +248,20 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         raise ValueError(f"{model_dir} is not a finished training run (it needs run.json and "
                          "language_model.weights.h5, which `elmo-tf train` writes).")
     settings = record["settings"]
-    recipe = Recipe.from_dict(settings["recipe"], source=run.run_file)
+    recipe = run.recipe()
     vocab = Vocabulary.load(run.vocab_file)
     best = None
     if corpus == BUILTIN_CORPUS:  # the held-out part of the run's own built-in corpus
         corpus = os.path.join(run.path, "corpus", "heldout", "*")
-        if recipe.objective == "bilm":  # a next-token bound: not one for a masked LM
+        if recipe.family.next_token_bound:
             best = record["best_perplexity"]
     lm = build_language_model(recipe, len(vocab))
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         lm.load_weights(run.language_model_file)
     read = {"tokenizer": tokenizer or settings["tokenizer"], "tfds_data_dir": tfds_data_dir}
-    results = evaluate_language_model(lm, corpus, vocab, recipe, read)
-    if recipe.objective == "bilm":
-        results["average_perplexity"] = 0.5 * (results["forward_perplexity"]
-                                               + results["backward_perplexity"])
+    results = recipe.family.evaluation_results(
+        evaluate_language_model(lm, corpus, vocab, recipe, read))
     if best is not None:
         results["best_perplexity"] = best
     return results
@@ -327,24 +295,9 @@ def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
         if context.num_input_pipelines > 1:
             sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
         local = replicas // context.num_input_pipelines  # this worker's replicas
-        per_replica = context.get_per_replica_batch_size(recipe.batch_size)
-        if recipe.objective == "masked_lm":
-            # Sentence batches carry no state: each replica takes whole batches in turn. Stream
-            # batches are split, so that a replica always gets the same rows.
-            stream = recipe.mode == "stream"
-            dataset = masked_language_model_dataset(
-                sentences, vocab, mode=recipe.mode,
-                batch_size=per_replica * local if stream else per_replica,
-                masks_per_sentence=recipe.masks_per_sentence, rate=recipe.selection_rate,
-                window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
-                replicas=local if stream else 1, pad_to_buckets=pad_to_buckets,
-                max_characters_per_token=recipe.model.max_characters_per_token)
-            return dataset.skip(done * local)
-        dataset = language_model_dataset(
-            sentences, vocab, mode=recipe.mode, batch_size=per_replica * local,
-            window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
-            replicas=local, pad_to_buckets=pad_to_buckets,
-            max_characters_per_token=recipe.model.max_characters_per_token)
+        dataset = recipe.family.training_batches(
+            sentences, vocab, recipe, per_replica=context.get_per_replica_batch_size(
+                recipe.batch_size), replicas=local, seed=seed, pad_to_buckets=pad_to_buckets)
         return dataset.skip(done * local)
 
     if replicas > 1:

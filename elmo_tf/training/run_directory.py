@@ -20,6 +20,7 @@ from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_cor
 from elmo_tf.data.vocabulary_counts import build_vocabulary
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.models.family import families
 from elmo_tf.training.checkpoints import save_weights_atomically
 
 
@@ -43,6 +44,15 @@ class RunDirectory:
     def record(self):
         """run.json's content, or None for a new run."""
         return read_json(self.run_file) if os.path.exists(self.run_file) else None
+
+    def recipe(self):
+        """The `Recipe` the run trains (from run.json); a ValueError when there is no run."""
+        from elmo_tf.recipes.recipe import Recipe
+
+        record = self.record()
+        if record is None:
+            raise ValueError(f"{self.path} holds no training run (no run.json).")
+        return Recipe.from_dict(record["settings"]["recipe"], source=self.run_file)
 
     def check_settings(self, settings):
         """run.json as it was (None for a new run); a ValueError naming each difference when
@@ -89,23 +99,29 @@ class RunDirectory:
         return vocab, size
 
     def write_outputs(self, lm, recipe, vocabulary_size, pairs):
-        """weights.hdf5 and options.json (released layout) and language_model.weights.h5."""
-        config = dataclasses.replace(lm.backbone.config,
-                                     training=recipe.training_options(vocabulary_size, pairs))
-        lm.backbone.save_allennlp(os.path.join(self.path, "weights.hdf5"))
-        config.to_options_json(os.path.join(self.path, "options.json"))
+        """weights.hdf5 and options.json (the family's model files, with bilm-tf's training
+        keys) and language_model.weights.h5."""
+        lm.backbone.save_allennlp(os.path.join(self.path, "weights.hdf5"),
+                                  os.path.join(self.path, "options.json"),
+                                  training=recipe.training_options(vocabulary_size, pairs))
         save_weights_atomically(lm, self.language_model_file)
 
 
 def recipe_settings(recipe):
-    """The recipe as run.json records it (plain JSON values)."""
+    """The recipe as run.json records it (plain JSON values): without the fields other
+    families own (`Family.recipe_fields`), and, for ELMo's objective (the only one before
+    there were families) and bilm-tf's optimizer, without `objective` and `optimizer`, as
+    runs recorded them before those fields existed, so that those runs resume."""
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
-    if recipe.objective == "bilm":  # as runs recorded it before Masked ELMo: they resume
-        for name in ("objective", "masks_per_sentence", "selection_rate"):
+    for family in families():
+        if family is not recipe.family:
+            for name in family.recipe_fields:
+                values.pop(name, None)
+    defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
+    for name in ("objective", "optimizer"):  # the defaults: as before the fields existed
+        if values[name] == defaults[name]:
             del values[name]
-    if recipe.optimizer == "adagrad":  # as runs recorded it before the field existed
-        del values["optimizer"]
     return json.loads(json.dumps(values))
 
 

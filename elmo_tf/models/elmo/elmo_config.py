@@ -15,8 +15,7 @@ TRAINING_KEYS = (
     "share_embedding_softmax", "unroll_steps",
 )
 _LSTM_KEYS = {"dim": True, "projection_dim": True, "n_layers": True, "cell_clip": False,
-              "proj_clip": False, "use_skip_connections": False, "fully_bidirectional": False,
-              "projection": False}
+              "proj_clip": False, "use_skip_connections": False}
 _CHAR_CNN_KEYS = {"embedding": True, "filters": True, "activation": True,
                   "max_characters_per_token": True, "n_characters": True, "n_highway": False}
 
@@ -41,17 +40,13 @@ class ElmoConfig:
         max_characters_per_token: char ids per token (50).
         n_characters: 262 (inference files) or 261 (training files); the model always has the
             261 learned char rows plus a zero padding row.
-        fully_bidirectional: Masked ELMo's layers (layer k + 1 of both directions reads both
-            directions of layer k; `MaskedElmoBackbone`) rather than ELMo's two independent
-            stacks. elmo-tf's own options.json key `lstm.fully_bidirectional`, written only
-            when true (released files never have it).
-        lstm_projection: False for Masked ELMo cells without projection (`o * tanh(c)` is the
-            output, so `projection_dim` must equal `lstm_dim`, without `proj_clip`).
-            elmo-tf's own options.json key `lstm.projection`, written only when false.
         training: bilm-tf training keys of the options.json (`TRAINING_KEYS`), kept verbatim.
 
+    Masked ELMo's architecture is a subclass (`MaskedElmoConfig`), with its own options.json
+    keys.
+
     Example:
-    >>> config = ElmoConfig.from_preset("small")
+    >>> config = ElmoConfig.from_architecture("elmo_small")
     >>> config.lstm_dim, config.projection_dim, config.num_filters
     (1024, 128, 2048)
     """
@@ -68,11 +63,18 @@ class ElmoConfig:
     activation: str = "relu"
     max_characters_per_token: int = 50
     n_characters: int = 262
-    fully_bidirectional: bool = False
-    lstm_projection: bool = True
     training: dict = dataclasses.field(default_factory=dict, compare=False)
 
+    # options.json's `lstm` keys this architecture reads: {key: required}.
+    LSTM_KEYS = _LSTM_KEYS
+
     def __post_init__(self):
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"invalid {type(self).__name__}: " + "; ".join(problems) + ".")
+
+    def problems(self):
+        """What is wrong with the fields (a subclass adds its own checks)."""
         problems = positive_int_problems(**{
             name: getattr(self, name)
             for name in ("lstm_dim", "projection_dim", "n_layers", "char_embedding_dim")})
@@ -111,26 +113,10 @@ class ElmoConfig:
         if self.n_characters not in (261, 262):
             problems.append(f"n_characters must be 261 (training) or 262 (inference); got "
                             f"{self.n_characters!r}")
-        if not isinstance(self.fully_bidirectional, bool):
-            problems.append(f"fully_bidirectional must be true or false; got "
-                            f"{self.fully_bidirectional!r}")
-        if not isinstance(self.lstm_projection, bool):
-            problems.append(f"lstm_projection must be true or false; got "
-                            f"{self.lstm_projection!r}")
-        elif not self.lstm_projection and (
-                self.fully_bidirectional is not True or self.projection_dim != self.lstm_dim
-                or self.proj_clip is not None):
-            problems.append(
-                "cells without projection (lstm_projection false) are Masked ELMo's "
-                "(fully_bidirectional) and output their lstm_dim units: they need "
-                f"projection_dim == lstm_dim and no proj_clip; got fully_bidirectional="
-                f"{self.fully_bidirectional}, projection_dim={self.projection_dim}, lstm_dim="
-                f"{self.lstm_dim}, proj_clip={self.proj_clip}")
         unknown = sorted(set(self.training) - set(TRAINING_KEYS))
         if unknown:
             problems.append(f"unknown training keys {unknown}; accepted: {list(TRAINING_KEYS)}")
-        if problems:
-            raise ValueError("invalid ElmoConfig: " + "; ".join(problems) + ".")
+        return problems
 
     @property
     def num_filters(self):
@@ -142,20 +128,32 @@ class ElmoConfig:
         """Width 2P of every biLM layer output."""
         return 2 * self.projection_dim
 
-    # --- presets -------------------------------------------------------------------------
+    # --- preset architectures ---------------------------------------------------------------
+    # {name: the fields}; other names for them. A subclass has its own.
+    PRESETS = ELMO_PRESETS
+    ALIASES = ALIASES
+
     @classmethod
     def presets(cls):
-        """Names of the preset architectures (`elmo_tf.models.elmo.elmo_presets`)."""
-        return tuple(ELMO_PRESETS)
+        """Names of this architecture's presets (`PRESETS`)."""
+        return tuple(cls.PRESETS)
+
+    @classmethod
+    def from_architecture(cls, name):
+        """The preset architecture `name` (see `presets()`; ELMo's released shapes also as
+        `small`, `medium`, `original`): the shape only (a model built from it has fresh
+        weights; `Backbone.from_preset` loads weights where a preset has them)."""
+        name = cls.ALIASES.get(name, name)
+        if name not in cls.PRESETS:
+            raise ValueError(f"unknown {cls.__name__} preset {name!r}; available: "
+                             f"{list(cls.PRESETS)}" + (f" (or {list(cls.ALIASES)})"
+                                                       if cls.ALIASES else "") + ".")
+        return cls(**cls.PRESETS[name])
 
     @classmethod
     def from_preset(cls, name):
-        """The preset architecture `name` (see `presets()`; the released shapes also as
-        `small`, `medium`, `original`)."""
-        if ALIASES.get(name, name) not in ELMO_PRESETS:
-            raise ValueError(f"unknown ELMo preset {name!r}; available: {list(ELMO_PRESETS)} "
-                             f"(or {list(ALIASES)}).")
-        return cls(**ELMO_PRESETS[ALIASES.get(name, name)])
+        """`from_architecture` (a config is a shape; kept under the name elmo-tf 0.1 gave it)."""
+        return cls.from_architecture(name)
 
     # --- options.json --------------------------------------------------------------------
     @classmethod
@@ -167,7 +165,9 @@ class ElmoConfig:
         if unknown:
             raise ValueError(f"{source}: unknown keys {unknown}; accepted: 'lstm', 'char_cnn' and "
                              f"the training keys {list(TRAINING_KEYS)}.")
-        lstm = _section(options, "lstm", _LSTM_KEYS, source)
+        lstm = _section(options, "lstm", cls.LSTM_KEYS, source,
+                        hint=f" ({cls.__name__}'s; the options of another model family? "
+                             "elmo_tf.models.load_backbone builds any family's model)")
         cnn = _section(options, "char_cnn", _CHAR_CNN_KEYS, source)
         embedding = cnn["embedding"]
         if not isinstance(embedding, dict) or set(embedding) != {"dim"}:
@@ -182,9 +182,8 @@ class ElmoConfig:
                 n_highway=cnn.get("n_highway") or 0, activation=cnn["activation"],
                 max_characters_per_token=cnn["max_characters_per_token"],
                 n_characters=cnn["n_characters"],
-                fully_bidirectional=lstm.get("fully_bidirectional", False),
-                lstm_projection=lstm.get("projection", True),
-                training={k: options[k] for k in TRAINING_KEYS if k in options})
+                training={k: options[k] for k in TRAINING_KEYS if k in options},
+                **cls.fields_from_lstm_options(lstm))
         except (TypeError, ValueError) as error:
             raise ValueError(f"{source}: {error}") from None
 
@@ -209,29 +208,31 @@ class ElmoConfig:
         for name in ("cell_clip", "proj_clip"):
             if options["lstm"][name] is None:
                 del options["lstm"][name]
-        if self.fully_bidirectional:
-            options["lstm"]["fully_bidirectional"] = True
-        if not self.lstm_projection:
-            options["lstm"]["projection"] = False
         options.update(self.training)
         return options
+
+    @classmethod
+    def fields_from_lstm_options(cls, lstm):
+        """The fields a subclass reads from its own `lstm` keys of options.json (none here)."""
+        return {}
 
     def to_options_json(self, path):
         """Writes options.json atomically."""
         write_json_atomically(path, self.to_options())
 
     def to_dict(self):
-        """A JSON-able dict for `get_config` (the inverse of `ElmoConfig(**d)`)."""
+        """A JSON-able dict for `get_config` (the inverse of `from_dict`)."""
         d = dataclasses.asdict(self)
         d["filters"] = [list(f) for f in self.filters]
-        if not self.fully_bidirectional:  # as elmo-tf 0.1 wrote it: its .keras files read it
-            del d["fully_bidirectional"]
-        if self.lstm_projection:  # as written before the key existed
-            del d["lstm_projection"]
         return d
 
+    @classmethod
+    def from_dict(cls, d):
+        """The config of a `to_dict()` dict (or the config itself)."""
+        return d if isinstance(d, cls) else cls(**d)
 
-def _section(options, name, keys, source):
+
+def _section(options, name, keys, source, hint=""):
     section = options.get(name)
     if not isinstance(section, dict):
         raise ValueError(f"{source}: missing the {name!r} section (a JSON object).")
@@ -242,7 +243,8 @@ def _section(options, name, keys, source):
             f"{source}: {name} has " + " and ".join(
                 part for part in (unknown and f"unknown keys {unknown}",
                                   missing and f"missing keys {missing}") if part)
-            + f"; accepted: {sorted(keys)} (required: {sorted(k for k, r in keys.items() if r)}).")
+            + f"; accepted: {sorted(keys)} (required: {sorted(k for k, r in keys.items() if r)})"
+            + hint + ".")
     return section
 
 

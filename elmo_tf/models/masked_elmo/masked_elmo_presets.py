@@ -1,14 +1,13 @@
 """Masked ELMo's presets: ELMo's architectures (`elmo_tf.models.elmo.elmo_presets`) with
-clip-free cells and fully bidirectional layers, so that the token encoder and the parameter counts compare with ELMo's and
-released ELMo weights can initialise the token encoder. Each entry holds `ElmoConfig`'s
-arguments."""
+clip-free cells (and, being `MaskedElmoConfig`s, fully bidirectional layers), so that the token
+encoder and the parameter counts compare with ELMo's and released ELMo weights can initialise
+the token encoder. Each entry holds `MaskedElmoConfig`'s arguments."""
 
 from elmo_tf.models.elmo.elmo_presets import ELMO_PRESETS
 
 
 def _clip_free(name):
-    return {**ELMO_PRESETS[name], "cell_clip": None, "proj_clip": None,
-            "fully_bidirectional": True}
+    return {**ELMO_PRESETS[name], "cell_clip": None, "proj_clip": None}
 
 
 MASKED_ELMO_PRESETS = {

@@ -35,14 +35,16 @@ def test_presets_are_the_released_shapes(name, dim, proj, highway):
 
 
 def test_every_recipe_trains_the_preset_of_its_name():
-    from elmo_tf.models.masked_elmo.masked_elmo_presets import MASKED_ELMO_PRESETS
+    from elmo_tf.models.family import preset_names
+    from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
     from elmo_tf.recipes.recipe import Recipe
 
-    assert set(Recipe.names()) == set(ElmoConfig.presets()) | set(MASKED_ELMO_PRESETS)
+    assert set(Recipe.names()) == set(preset_names()) == (
+        set(ElmoConfig.presets()) | set(MaskedElmoConfig.presets()))
     for name in ElmoConfig.presets():
-        assert Recipe.from_name(name).model == ElmoConfig.from_preset(name)
-    for name, preset in MASKED_ELMO_PRESETS.items():
-        assert Recipe.from_name(name).model == ElmoConfig(**preset)
+        assert Recipe.from_name(name).model == ElmoConfig.from_architecture(name)
+    for name in MaskedElmoConfig.presets():
+        assert Recipe.from_name(name).model == MaskedElmoConfig.from_architecture(name)
         assert Recipe.from_name(name).objective == "masked_lm"
 
 
@@ -99,5 +101,5 @@ def test_invalid_json_and_unknown_preset(tmp_path):
     (tmp_path / "o.json").write_text("{not json")
     with pytest.raises(ValueError, match="not valid JSON"):
         ElmoConfig.from_options_json(tmp_path / "o.json")
-    with pytest.raises(ValueError, match=r"unknown ELMo preset 'large'; available: \['tiny'"):
+    with pytest.raises(ValueError, match=r"unknown ElmoConfig preset 'large'; available: \['tiny'"):
         ElmoConfig.from_preset("large")

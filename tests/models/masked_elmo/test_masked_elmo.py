@@ -16,6 +16,7 @@ from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
 from elmo_tf.export import export_saved_model, write_embeddings
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.ops.masking import mask_tokens
 from tests.conftest import assert_skipping_resumes_exactly
@@ -249,7 +250,7 @@ def test_cell_variants_keep_their_weights_through_hdf5_options_and_keras(tmp_pat
 
     from elmo_tf.models import load_backbone
 
-    base = MaskedElmoBackbone.from_preset("tiny_masked").config
+    base = MaskedElmoConfig.from_architecture("tiny_masked")
     config = (dataclasses.replace(base, lstm_dim=base.projection_dim, lstm_projection=False)
               if cells == "without_projection"
               else dataclasses.replace(base, cell_clip=0.5, proj_clip=0.4))
@@ -283,24 +284,29 @@ def test_clear_errors_for_mixed_up_families(tmp_path):
     from elmo_tf.models import load_backbone
     from elmo_tf.recipes.recipe import Recipe
 
-    with pytest.raises(ValueError, match="masks_per_sentence and selection_rate are the "
-                                         "masked_lm objective's"):
+    with pytest.raises(ValueError, match="masks_per_sentence is the 'masked_lm' objective's; "
+                                         "leave it out of a 'bilm' recipe"):
         Recipe.from_dict({"base": "tiny", "masks_per_sentence": 2})
     with pytest.raises(ValueError, match="stream batches take 1"):
         Recipe.from_dict({"base": "tiny_masked", "mode": "stream", "masks_per_sentence": 2})
-    with pytest.raises(ValueError, match="trains a fully bidirectional model"):
+    with pytest.raises(ValueError, match="the 'masked_lm' objective trains the masked_elmo "
+                                         "family, whose model is a MaskedElmoConfig; got a "
+                                         "ElmoConfig"):
         Recipe.from_dict({"base": "tiny_masked", "model": "tiny"})
     masked = _tiny_backbone()
-    with pytest.raises(ValueError, match="fully_bidirectional must be true or false"):
-        ElmoConfig(**{**masked.config.to_dict(), "fully_bidirectional": "false"})
-    with pytest.raises(ValueError, match="describes Masked ELMo's fully bidirectional layers"):
+    with pytest.raises(TypeError, match="fully_bidirectional"):  # not ELMo's field
+        ElmoConfig(**{**masked.config.to_dict(), "fully_bidirectional": True})
+    with pytest.raises(ValueError, match="ElmoBackbone takes a ElmoConfig; got a "
+                                         "MaskedElmoConfig"):
         ElmoBackbone(masked.config)
     # ELMo configs are written as 0.1 wrote them (its .keras files read them).
-    assert "fully_bidirectional" not in ElmoConfig.from_preset("tiny").to_dict()
+    assert "fully_bidirectional" not in ElmoConfig.from_architecture("tiny").to_dict()
     masked.save_allennlp(tmp_path / "w.hdf5", tmp_path / "o.json")
     with pytest.raises(ValueError, match="Masked ELMo.s calls are stateless"):
         load_backbone(tmp_path / "o.json", tmp_path / "w.hdf5", stateful=True)
-    with pytest.raises(ValueError, match="describes an ELMo biLM, not Masked ELMo"):
+    with pytest.raises(ValueError, match=r"missing keys \['fully_bidirectional'\].*"
+                                         r"MaskedElmoConfig's; the options of another model "
+                                         r"family\? elmo_tf.models.load_backbone"):
         ElmoBackbone(ElmoConfig.from_preset("tiny")).save_allennlp(
             tmp_path / "e.hdf5", tmp_path / "e.json") or MaskedElmoBackbone.from_allennlp(
             tmp_path / "e.json", tmp_path / "e.hdf5")

@@ -1,0 +1,155 @@
+"""`Family`: a model family as pre-training, the command line, file loading and the recipes know
+it; and the one registry of families and their preset architectures."""
+
+
+class Family:
+    """What elmo-tf's hallways (`elmo_tf.training`, `elmo_tf.cli`, `load_backbone`, the recipes,
+    `Backbone.from_preset`) know of a model family: nothing else. A family is a folder (its
+    config, presets, backbone, weight files, pre-training task) and one `register_family` call
+    in its `__init__.py`, as a KerasHub family is a folder and one `register_presets` line.
+
+    Subclass it, set the attributes, implement the methods, and register an instance.
+
+    Attributes:
+        name: the family's name (`"elmo"`).
+        objective: the recipe objective that pre-trains it (`Recipe.objective`, `"bilm"`).
+        config_class: its architecture's config: `PRESETS`/`ALIASES` (the preset
+            architectures, in the one registry), `from_architecture(name)`,
+            `from_options(dict, source)`, `to_options()`, `to_dict()`/`from_dict()`.
+        backbone_class: its `Backbone`, with `config_class`,
+            `from_allennlp(options_file, weight_file, **kwargs)` and
+            `save_allennlp(weight_file, options_file, training=None)` (the model files `train`
+            and `init` write and `dump`, `export` and `finetune` read).
+        recipe_fields: the `Recipe` fields only this family reads (left out of other
+            families' run records).
+        next_token_bound: whether the built-in corpus's best perplexity (a next-token bound)
+            applies to its perplexity.
+
+    Example:
+    >>> class ToyFamily(Family):
+    ...     name, objective = "toy", "toy_lm"
+    ...     config_class, backbone_class = ToyConfig, ToyBackbone
+    ...     ...
+    >>> register_family(ToyFamily())
+    """
+
+    name = None
+    objective = None
+    config_class = None
+    backbone_class = None
+    recipe_fields = ()
+    next_token_bound = False
+
+    def describes(self, options):
+        """Whether an options.json (a dict) describes a model of this family."""
+        raise NotImplementedError
+
+    def recipe_problems(self, recipe):
+        """What makes `recipe` wrong for this family (a list of strings; the `Recipe` checks its
+        own fields)."""
+        return []
+
+    def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
+        """The recipe's pre-training task (a `Task`), built (its weights exist), not compiled:
+        its backbone with `recipe.dropout`, in stream mode keeping state for
+        `recipe.batch_size // replicas` rows, under the dtype policy `dtype`."""
+        raise NotImplementedError
+
+    def training_batches(self, sentences, vocabulary, recipe, *, per_replica, replicas, seed,
+                         pad_to_buckets):
+        """The endless, reproducible training batches of one worker (`sentences`: its share of
+        `read_corpus`), for `replicas` local replicas of `per_replica` rows each: a dataset of
+        which every `replicas` consecutive elements make one step (`pad_to_buckets`: few
+        shapes, for XLA)."""
+        raise NotImplementedError
+
+    def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):
+        """One ordered pass over held-out `sentences` in batches of `recipe.batch_size`, the
+        same for every run of the family (so that their figures compare)."""
+        raise NotImplementedError
+
+    def evaluation_results(self, results):
+        """`evaluate`'s metrics (a dict), with any figure the family derives from them."""
+        return results
+
+    def describe(self, results):
+        """One line of the perplexities in `results`, after the name of the corpus."""
+        return f"perplexity: {results['perplexity']:.2f}"
+
+
+_FAMILIES = {}
+
+
+def register_family(family):
+    """Adds `family` (a `Family` instance) to the registry; its name, objective and preset names
+    must be new."""
+    clashes = [f"name {family.name!r}" for f in _FAMILIES.values() if f.name == family.name]
+    clashes += [f"objective {family.objective!r} (family {f.name!r})"
+                for f in _FAMILIES.values() if f.objective == family.objective]
+    taken = {name for f in _FAMILIES.values() for name in _preset_names(f)}
+    clashes += [f"preset {name!r}" for name in _preset_names(family) if name in taken]
+    if clashes:
+        raise ValueError(f"cannot register family {family.name!r}: already registered: "
+                         f"{', '.join(clashes)}.")
+    _FAMILIES[family.name] = family
+
+
+def families():
+    """The registered families, in registration order."""
+    return tuple(_FAMILIES.values())
+
+
+def family_named(name):
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown model family {name!r}; registered: {list(_FAMILIES)}.")
+    return _FAMILIES[name]
+
+
+def family_for_objective(objective):
+    """The family a recipe objective pre-trains."""
+    for family in _FAMILIES.values():
+        if family.objective == objective:
+            return family
+    raise ValueError(f"unknown objective {objective!r}; the registered families train "
+                     f"{[f.objective for f in _FAMILIES.values()]}.")
+
+
+def family_for_options(options, source="options"):
+    """The family an options.json dict describes (`Family.describes`)."""
+    found = [f for f in _FAMILIES.values() if f.describes(options)]
+    if len(found) != 1:
+        raise ValueError(f"{source}: " + (
+            "no registered model family reads these options" if not found else
+            f"families {[f.name for f in found]} all claim these options") +
+            f" (registered: {list(_FAMILIES)}).")
+    return found[0]
+
+
+def family_for_config(config):
+    """The family whose `config_class` `config` is."""
+    for family in _FAMILIES.values():
+        if type(config) is family.config_class:
+            return family
+    raise ValueError(f"no registered model family has a {type(config).__name__} config.")
+
+
+def family_for_preset(name):
+    """The family of the preset architecture `name` (or one of its aliases)."""
+    for family in _FAMILIES.values():
+        if name in _preset_names(family):
+            return family
+    raise ValueError(f"unknown preset {name!r}; available: {list(preset_names())}.")
+
+
+def preset_names():
+    """Every registered preset architecture, family by family (aliases left out)."""
+    return tuple(name for f in _FAMILIES.values() for name in f.config_class.PRESETS)
+
+
+def architecture(name):
+    """The config of the preset architecture `name`, whatever its family."""
+    return family_for_preset(name).config_class.from_architecture(name)
+
+
+def _preset_names(family):
+    return set(family.config_class.PRESETS) | set(family.config_class.ALIASES)
