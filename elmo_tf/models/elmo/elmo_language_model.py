@@ -3,16 +3,15 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.word_softmax import WordSoftmax
 from elmo_tf.metrics.perplexity import Perplexity
-from elmo_tf.models.task import Task
+from elmo_tf.models.language_model import LanguageModel
 
 INPUT_KEYS = ("char_ids", "backward_char_ids")
 TARGET_KEYS = ("forward_targets", "backward_targets")
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class ElmoLanguageModel(Task):
+class ElmoLanguageModel(LanguageModel):
     """Pre-trains an `ElmoBackbone` as ELMo's bidirectional language model.
 
     `../shared/spec/literature.md` §2.4-2.5: the forward stack predicts the next token and the
@@ -68,26 +67,13 @@ class ElmoLanguageModel(Task):
     """
 
     def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None, **kwargs):
-        super().__init__(backbone, **kwargs)
-        # === Layers ===
-        self.softmax = WordSoftmax(vocabulary_size, num_negatives, name="softmax")
+        # The softmax reads each direction's half of the top layer.
+        super().__init__(backbone, vocabulary_size, num_negatives, dropout,
+                         softmax_width=backbone.token_dim, **kwargs)
+        # === Metrics ===
         self.forward_perplexity = Perplexity(name="forward_perplexity")
         self.backward_perplexity = Perplexity(name="backward_perplexity")
         self.perplexity = Perplexity(name="perplexity")
-
-        # === Config ===
-        self.dropout = backbone.dropout if dropout is None else float(dropout)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
-        self.softmax.build((None, backbone.token_dim))
-
-    @property
-    def vocabulary_size(self):
-        return self.softmax.vocabulary_size
-
-    @property
-    def num_negatives(self):
-        return self.softmax.num_negatives
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or "char_ids" not in inputs \
@@ -97,10 +83,7 @@ class ElmoLanguageModel(Task):
                              f"'backward_char_ids'; got {got}.")
         layers = self.backbone.encode_stream(inputs["char_ids"], inputs.get("backward_char_ids"),
                                              training=training)
-        top = tf.cast(layers[:, -1], "float32")
-        if training and self.dropout > 0:
-            top = tf.nn.dropout(top, rate=self.dropout)
-        return top
+        return self.top_layer(layers, training)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if not isinstance(y, dict) or set(y) != set(TARGET_KEYS):
@@ -112,23 +95,15 @@ class ElmoLanguageModel(Task):
         # that every shape is static under XLA (positions without a target weigh 0).
         outputs = tf.concat([tf.reshape(y_pred[..., :projection_dim], [-1, projection_dim]),
                              tf.reshape(y_pred[..., projection_dim:], [-1, projection_dim])], 0)
-        targets = tf.concat([tf.reshape(tf.cast(y[k], tf.int32), [-1]) for k in TARGET_KEYS], 0)
-        valid = targets >= 0
-        targets = tf.maximum(targets, 0)
-        nll = self.softmax(outputs, targets, training=training)
-        weights = tf.reshape(tf.cast(valid, tf.float32), [2, -1])
-        sums = tf.reduce_sum(tf.reshape(tf.where(valid, nll, 0.0), [2, -1]), axis=1)
-        counts = tf.reduce_sum(weights, axis=1)
+        targets = tf.concat([tf.reshape(y[k], [-1]) for k in TARGET_KEYS], 0)
+        nll, valid = self.word_nll(outputs, targets, training)
+        sums = tf.reduce_sum(tf.reshape(nll, [2, -1]), axis=1)
+        counts = tf.reduce_sum(tf.reshape(tf.cast(valid, tf.float32), [2, -1]), axis=1)
         self.forward_perplexity.update_state(sums[0], counts[0])
         self.backward_perplexity.update_state(sums[1], counts[1])
         # Both directions have a target for the same number of tokens in every batch.
         self.perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
-        # Keras sums the replicas' gradients, so a replica's loss is its part of the global
-        # batch's mean: its NLL sum over the token count of all replicas.
-        context = tf.distribute.get_replica_context()
-        if context is not None:
-            counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
-        means = tf.math.divide_no_nan(sums, counts)
+        means = self.global_mean(sums, counts)
         return 0.5 * (means[0] + means[1])
 
     def evaluate(self, *args, **kwargs):
@@ -147,7 +122,3 @@ class ElmoLanguageModel(Task):
             self.softmax._loaded_by_owner = True
             return
         super().load_own_variables(store)
-
-    def get_config(self):
-        return {**super().get_config(), "vocabulary_size": self.vocabulary_size,
-                "num_negatives": self.num_negatives, "dropout": self.dropout}

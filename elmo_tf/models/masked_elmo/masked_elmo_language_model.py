@@ -3,13 +3,12 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.layers.word_softmax import WordSoftmax
 from elmo_tf.metrics.perplexity import Perplexity
-from elmo_tf.models.task import Task
+from elmo_tf.models.language_model import LanguageModel
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class MaskedElmoLanguageModel(Task):
+class MaskedElmoLanguageModel(LanguageModel):
     """Pre-trains a `MaskedElmoBackbone` with BERT's masked-LM objective.
 
     The backbone reads sentences in which some tokens were masked
@@ -42,24 +41,11 @@ class MaskedElmoLanguageModel(Task):
     """
 
     def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None, **kwargs):
-        super().__init__(backbone, **kwargs)
-        # === Layers ===
-        self.softmax = WordSoftmax(vocabulary_size, num_negatives, name="softmax")
+        # The softmax reads [forward; backward] of the top layer.
+        super().__init__(backbone, vocabulary_size, num_negatives, dropout,
+                         softmax_width=backbone.output_dim, **kwargs)
+        # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
-
-        # === Config ===
-        self.dropout = getattr(backbone, "dropout", 0.0) if dropout is None else float(dropout)
-        if not 0.0 <= self.dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
-        self.softmax.build((None, backbone.output_dim))
-
-    @property
-    def vocabulary_size(self):
-        return self.softmax.vocabulary_size
-
-    @property
-    def num_negatives(self):
-        return self.softmax.num_negatives
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
@@ -71,11 +57,7 @@ class MaskedElmoLanguageModel(Task):
             top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
         else:
             top = self.backbone(inputs["char_ids"], training=training)["layers"]
-        top = top[:, -1]
-        top = tf.cast(top, "float32")
-        if training and self.dropout > 0:
-            top = tf.nn.dropout(top, rate=self.dropout)
-        return top
+        return self.top_layer(top, training)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if not isinstance(y, dict) or set(y) != {"targets"}:
@@ -85,19 +67,9 @@ class MaskedElmoLanguageModel(Task):
         width = self.backbone.output_dim
         # Every position as a row, no boolean mask (static shapes under XLA): unselected
         # positions weigh 0.
-        outputs = tf.reshape(y_pred, [-1, width])
-        targets = tf.reshape(tf.cast(y["targets"], tf.int32), [-1])
-        valid = targets >= 0
-        nll = self.softmax(outputs, tf.maximum(targets, 0), training=training)
-        total = tf.reduce_sum(tf.where(valid, nll, 0.0))
+        nll, valid = self.word_nll(tf.reshape(y_pred, [-1, width]),
+                                   tf.reshape(y["targets"], [-1]), training)
+        total = tf.reduce_sum(nll)
         count = tf.reduce_sum(tf.cast(valid, tf.float32))
         self.perplexity.update_state(total, count)
-        # Keras sums the replicas' gradients: a replica's loss is its part of the global mean.
-        context = tf.distribute.get_replica_context()
-        if context is not None:
-            count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
-        return tf.math.divide_no_nan(total, count)
-
-    def get_config(self):
-        return {**super().get_config(), "vocabulary_size": self.vocabulary_size,
-                "num_negatives": self.num_negatives, "dropout": self.dropout}
+        return self.global_mean(total, count)

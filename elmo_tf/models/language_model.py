@@ -1,0 +1,79 @@
+"""`LanguageModel`: a `Task` that pre-trains a backbone by predicting words with a softmax."""
+
+import tensorflow as tf
+
+from elmo_tf.layers.word_softmax import WordSoftmax
+from elmo_tf.models.task import Task
+
+
+class LanguageModel(Task):
+    """Base of the pre-training tasks that predict words from a backbone's top layer
+    (`ElmoLanguageModel`, `MaskedElmoLanguageModel`): one softmax over the word vocabulary
+    (`softmax`, a `WordSoftmax`: sampled in training when the vocabulary is larger than
+    `num_negatives`, full otherwise and in evaluation), dropout on the top layer in training,
+    and losses that are means over the global batch's predicted words.
+
+    Args:
+        backbone: the `Backbone` to train.
+        vocabulary_size: V, the softmax size.
+        num_negatives: sampled-softmax candidates per batch.
+        dropout: on the top layer in training; the backbone's `dropout` when None.
+        softmax_width: the width of the vectors the softmax reads.
+
+    Example:
+    >>> class MyLanguageModel(LanguageModel):
+    ...     def __init__(self, backbone, vocabulary_size, **kwargs):
+    ...         super().__init__(backbone, vocabulary_size,
+    ...                          softmax_width=backbone.output_dim, **kwargs)
+    """
+
+    def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None,
+                 softmax_width=None, **kwargs):
+        super().__init__(backbone, **kwargs)
+        # === Layers ===
+        self.softmax = WordSoftmax(vocabulary_size, num_negatives, name="softmax")
+
+        # === Config ===
+        self.dropout = getattr(backbone, "dropout", 0.0) if dropout is None else float(dropout)
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1); got {dropout!r}.")
+        self.softmax.build((None, softmax_width))
+
+    @property
+    def vocabulary_size(self):
+        return self.softmax.vocabulary_size
+
+    @property
+    def num_negatives(self):
+        return self.softmax.num_negatives
+
+    def top_layer(self, layers, training):
+        """The top layer of `layers` (`[batch, num_layers, time, width]`) as float32, dropped out
+        in training."""
+        top = tf.cast(layers[:, -1], "float32")
+        if training and self.dropout > 0:
+            top = tf.nn.dropout(top, rate=self.dropout)
+        return top
+
+    def word_nll(self, outputs, targets, training):
+        """`(nll, valid)` of rows `outputs` `[n, width]` predicting `targets` `[n]` (word ids, -1
+        where there is nothing to predict): the NLL is 0 where `valid` is false. Every row is
+        scored, no boolean mask, so that shapes stay static under XLA."""
+        targets = tf.cast(targets, tf.int32)
+        valid = targets >= 0
+        nll = self.softmax(outputs, tf.maximum(targets, 0), training=training)
+        return tf.where(valid, nll, 0.0), valid
+
+    @staticmethod
+    def global_mean(sums, counts):
+        """`sums / counts` with the counts summed over the replicas: Keras sums the replicas'
+        gradients, so a replica's loss is its part of the global batch's mean (0 when nothing
+        is predicted)."""
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
+        return tf.math.divide_no_nan(sums, counts)
+
+    def get_config(self):
+        return {**super().get_config(), "vocabulary_size": self.vocabulary_size,
+                "num_negatives": self.num_negatives, "dropout": self.dropout}
