@@ -24,6 +24,8 @@ class Family:
             families' run records).
         next_token_bound: whether the built-in corpus's best perplexity (a next-token bound)
             applies to its perplexity.
+        reads_unmarked_options: whether options.json files no family claims
+            (`describes`) are this family's: ELMo's, whose released files carry no mark.
 
     Example:
     >>> class ToyFamily(Family):
@@ -39,10 +41,11 @@ class Family:
     backbone_class = None
     recipe_fields = ()
     next_token_bound = False
+    reads_unmarked_options = False
 
     def describes(self, options):
-        """Whether an options.json (a dict) describes a model of this family."""
-        raise NotImplementedError
+        """Whether an options.json (a dict) carries this family's mark."""
+        return False
 
     def recipe_problems(self, recipe):
         """What makes `recipe` wrong for this family (a list of strings; the `Recipe` checks its
@@ -115,8 +118,10 @@ def family_for_objective(objective):
 
 
 def family_for_options(options, source="options"):
-    """The family an options.json dict describes (`Family.describes`)."""
-    found = [f for f in _FAMILIES.values() if f.describes(options)]
+    """The family whose mark an options.json dict carries (`Family.describes`), or the one that
+    reads unmarked options (ELMo's released files)."""
+    found = [f for f in _FAMILIES.values() if f.describes(options)] or [
+        f for f in _FAMILIES.values() if f.reads_unmarked_options]
     if len(found) != 1:
         raise ValueError(f"{source}: " + (
             "no registered model family reads these options" if not found else

@@ -24,9 +24,7 @@ class ElmoFamily(Family):
     config_class = ElmoConfig
     backbone_class = ElmoBackbone
     next_token_bound = True
-
-    def describes(self, options):
-        return "fully_bidirectional" not in (options.get("lstm") or {})
+    reads_unmarked_options = True  # released files carry no mark
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         backbone = ElmoBackbone(recipe.model, stateful=recipe.mode == "stream",

@@ -32,7 +32,8 @@ class MaskedElmoFamily(Family):
     recipe_fields = ("masks_per_sentence", "selection_rate")
 
     def describes(self, options):
-        return "fully_bidirectional" in (options.get("lstm") or {})
+        lstm = options.get("lstm")
+        return isinstance(lstm, dict) and "fully_bidirectional" in lstm
 
     def recipe_problems(self, recipe):
         if recipe.mode == "stream" and recipe.masks_per_sentence != 1:

@@ -1,0 +1,46 @@
+"""`ToyFamily`: the toy's entry in the family registry."""
+
+import tensorflow as tf
+
+from elmo_tf.models.family import Family
+from elmo_tf.text.char_ids import tokens_to_char_ids
+from tests.toy_family.toy_backbone import ToyBackbone, ToyConfig
+from tests.toy_family.toy_language_model import ToyLanguageModel
+
+
+class ToyFamily(Family):
+    name = "toy"
+    objective = "toy_lm"
+    config_class = ToyConfig
+    backbone_class = ToyBackbone
+
+    def describes(self, options):
+        return "toy" in options
+
+    def recipe_problems(self, recipe):
+        return [] if recipe.mode == "sentence" else ["the toy reads sentence batches only"]
+
+    def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
+        lm = ToyLanguageModel(ToyBackbone(recipe.model, dtype=dtype), vocabulary_size,
+                              num_negatives=recipe.num_negatives, dropout=recipe.dropout)
+        lm({"char_ids": tf.zeros([1, 1, recipe.model.max_characters_per_token], tf.int32)})
+        return lm
+
+    def training_batches(self, sentences, vocabulary, recipe, *, per_replica, replicas, seed,
+                         pad_to_buckets):
+        return _batches(sentences.shuffle(1000, seed=seed).repeat(), vocabulary,
+                        per_replica, recipe.model.max_characters_per_token)
+
+    def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):
+        return _batches(sentences, vocabulary, recipe.batch_size,
+                        recipe.model.max_characters_per_token)
+
+
+def _batches(sentences, vocabulary, batch_size, max_characters_per_token):
+    def encode(tokens):
+        ids = vocabulary.lookup(tokens)
+        return ({"char_ids": tokens_to_char_ids(tokens[None], max_characters_per_token)[0]},
+                {"targets": tf.concat([ids[1:], [-1]], 0)})
+
+    return sentences.map(encode).padded_batch(
+        batch_size, padding_values=({"char_ids": 0}, {"targets": -1}))
