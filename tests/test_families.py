@@ -77,7 +77,10 @@ def _char_ids(tokens):
     return tokens_to_char_ids([tokens], 20)
 
 
-def test_the_hallways_name_no_family_and_dispatch_on_no_objective():
+def test_the_hallways_name_no_family_or_task_and_dispatch_on_neither():
+    """No `objective ==`, no import of a family's or a task's class, no isinstance of one in
+    elmo_tf/training, elmo_tf/export and elmo_tf/cli.py: they use the registries and the
+    classes' own methods."""
     import pathlib
     import re
 
@@ -86,8 +89,10 @@ def test_the_hallways_name_no_family_and_dispatch_on_no_objective():
                 package / "cli.py"]
     code = {path: [line for line in path.read_text().splitlines()
                    if not line.strip().startswith(("#", '"', "'"))] for path in hallways}
-    forbidden = re.compile(r"objective\s*==|import .*\b(ElmoBackbone|MaskedElmo\w+|"
-                           r"ElmoLanguageModel|ElmoConfig)\b")
+    classes = (r"ElmoBackbone|MaskedElmo\w+|ElmoLanguageModel|ElmoConfig|TextClassifier|"
+               r"SentencePairClassifier|SequenceTagger")
+    forbidden = re.compile(rf"objective\s*==|task\s*==|import .*\b({classes})\b|"
+                           rf"isinstance\(\w+, \(?({classes})")
     found = [f"{path.name}: {line.strip()}" for path, lines in code.items() for line in lines
              if forbidden.search(line)]
     assert found == []

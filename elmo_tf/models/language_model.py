@@ -1,12 +1,14 @@
 """`LanguageModel`: a `Task` that pre-trains a backbone by predicting words with a softmax."""
 
+import keras
 import tensorflow as tf
 
 from elmo_tf.layers.word_softmax import WordSoftmax
+from elmo_tf.models.backbone import with_backbone_object
 from elmo_tf.models.task import Task
 
 
-class LanguageModel(Task):
+class LanguageModel(Task, keras.Model):
     """Base of the pre-training tasks that predict words from a backbone's top layer
     (`ElmoLanguageModel`, `MaskedElmoLanguageModel`): one softmax over the word vocabulary
     (`softmax`, a `WordSoftmax`: sampled in training when the vocabulary is larger than
@@ -29,8 +31,9 @@ class LanguageModel(Task):
 
     def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None,
                  softmax_width=None, **kwargs):
-        super().__init__(backbone, **kwargs)
+        super().__init__(**kwargs)
         # === Layers ===
+        self.backbone = backbone
         self.softmax = WordSoftmax(vocabulary_size, num_negatives, name="softmax")
 
         # === Config ===
@@ -75,5 +78,11 @@ class LanguageModel(Task):
         return tf.math.divide_no_nan(sums, counts)
 
     def get_config(self):
-        return {**super().get_config(), "vocabulary_size": self.vocabulary_size,
-                "num_negatives": self.num_negatives, "dropout": self.dropout}
+        return {"name": self.name, "trainable": self.trainable,
+                "backbone": keras.saving.serialize_keras_object(self.backbone),
+                "vocabulary_size": self.vocabulary_size, "num_negatives": self.num_negatives,
+                "dropout": self.dropout}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**with_backbone_object(config))

@@ -1,43 +1,29 @@
-"""`Task`: a backbone trained for an objective with `fit`, and what every such model shares."""
-
-import keras
+"""`Task`: the base of every model that trains a backbone with `fit`, pre-training and
+downstream."""
 
 from elmo_tf.keras_compat import FitWorkarounds
-from elmo_tf.models.backbone import with_backbone_object
 
 
-class Task(FitWorkarounds, keras.Model):
-    """A model that trains a `Backbone` for an objective (KerasHub's Task): ELMo's biLM
-    pre-training (`ElmoLanguageModel`), Masked ELMo's (`MaskedElmoLanguageModel`); the
-    downstream tasks next.
+class Task(FitWorkarounds):
+    """Base of every task (KerasHub's Task): the pre-training tasks (`LanguageModel`:
+    `ElmoLanguageModel`, `MaskedElmoLanguageModel`) and the downstream ones (`DownstreamTask`:
+    `TextClassifier`, `SentencePairClassifier`, `SequenceTagger`).
+
+    A task combines it with `keras.Model` (`class MyTask(Task, keras.Model)`): a mixin, not a
+    `keras.Model` subclass, because Keras rewrites the bases of a functional model's classes
+    (`inject_functional_model_class` puts `Functional` in place of `keras.Model`), which would
+    turn every subclassed task that shares a Model base with the functional downstream tasks
+    into a functional one.
 
     What every task shares, in one place:
 
-    * `backbone`: the backbone it trains, serialized with it (`get_config`/`from_config`).
+    * `backbone`: the `Backbone` it trains (a downstream task's is its embedding's).
+    * Keras workarounds for distributed training (`keras_compat.FitWorkarounds`).
     * XLA follows Keras's `jit_compile="auto"`: on with one GPU, off on a CPU and under a
       distribution strategy. Every op of the recurrent backbones' steps compiles (tests run
-      `fit` with `jit_compile=True` on the CPU), and on an H100 XLA made ELMo's pre-training
-      step 2.3x faster (elmo_original, 384 x 20 tokens, TF32: 0.104 s against 0.241 s a step,
-      after 60 s of compilation instead of 10; `bench/results/gpu.json`).
-    * Keras workarounds for distributed training (`keras_compat.FitWorkarounds`).
-
-    Args:
-        backbone: the `Backbone` to train.
+      `fit` with `jit_compile=True` on the CPU; figures in `docs/benchmarks.md`).
     """
-
-    def __init__(self, backbone, **kwargs):
-        super().__init__(**kwargs)
-        self.backbone = backbone
 
     def reset_states(self):
         """Clears a stateful backbone's carried state."""
         self.backbone.reset_states()
-
-    def get_config(self):
-        return {"name": self.name, "trainable": self.trainable,
-                "backbone": keras.saving.serialize_keras_object(self.backbone)}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**with_backbone_object(config))
-

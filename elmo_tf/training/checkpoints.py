@@ -21,34 +21,73 @@ from elmo_tf.files import (
 from elmo_tf.keras_compat import save_weights_to_h5
 from elmo_tf.training.distribution import is_multi_worker
 
-_CHECKPOINT = re.compile(r"ckpt-(\d+)\.weights\.h5$")
+
+class CheckpointFiles:
+    """The checkpoints of a run in `directory`: `PREFIX-NUMBER.weights.h5` (the model and its
+    optimizer, Keras's `save_weights` layout), written atomically, the newest `keep` kept.
+    Pre-training numbers them by step (`ckpt-000000120.weights.h5`), fine-tuning by epoch
+    (`epoch-003.weights.h5`).
+
+    Example:
+    >>> files = CheckpointFiles("runs/tiny/checkpoints")
+    >>> files.save(model, step, keep=2)
+    >>> files.newest()
+    (120, 'runs/tiny/checkpoints/ckpt-000000120.weights.h5')
+    """
+
+    def __init__(self, directory, prefix="ckpt", digits=9):
+        self.directory, self.prefix, self.digits = os.fspath(directory), prefix, digits
+        self._name = re.compile(rf"{re.escape(prefix)}-(\d+)\.weights\.h5$")
+
+    def path(self, number):
+        return os.path.join(self.directory, f"{self.prefix}-{number:0{self.digits}d}.weights.h5")
+
+    def found(self):
+        """`[(number, path)]` of the checkpoints present, oldest first."""
+        found = []
+        for path in glob.glob(os.path.join(glob.escape(self.directory),
+                                           f"{self.prefix}-*.weights.h5")):
+            match = self._name.search(path)
+            if match:
+                found.append((int(match.group(1)), path))
+        return sorted(found)
+
+    def newest(self):
+        """`(number, path)` of the newest checkpoint, or `(0, None)`."""
+        found = self.found()
+        return found[-1] if found else (0, None)
+
+    def save(self, model, number, keep):
+        """Writes checkpoint `number` of `model` and keeps the newest `keep`. Once the space is
+        known to be there, the oldest go first, so that the disk holds `keep` checkpoints at
+        most, not keep + 1 while the new one is written (with keep=1, the old one goes only
+        after the new one is written)."""
+        check_positive_ints(keep=keep)
+        os.makedirs(self.directory, exist_ok=True)
+        path = self.path(number)
+        old = [p for _, p in self.found() if p != path]
+        doomed = old[:len(old) - (keep - 1)] if keep > 1 else []
+        freed = sum(os.path.getsize(p) for p in doomed if os.path.exists(p))
+        check_free_space(path, weights_bytes(model) - freed, path)
+        _remove(doomed)
+        save_weights_atomically(model, path)
+        if keep == 1:
+            _remove(old)
 
 
 class Checkpoint(keras.callbacks.Callback):
-    """Saves model + optimizer at every Keras epoch end (a checkpoint interval), atomically;
-    keeps the last two."""
+    """Saves model + optimizer at every Keras epoch end (a checkpoint interval) into
+    `directory`, numbered by step (`CheckpointFiles`); keeps the last two."""
 
     def __init__(self, directory, keep=2):
         super().__init__()
         check_positive_ints(keep=keep)
-        self.directory, self.keep = directory, keep
+        self.files, self.keep = CheckpointFiles(directory), keep
 
     def on_epoch_end(self, epoch, logs=None):
         if self.model.stop_training:  # TerminateOnNaN: keep the last good checkpoint
             return
-        step = int(self.model.optimizer.iterations.numpy())
-        path = os.path.join(self.directory, f"ckpt-{step:09d}.weights.h5")
-        old = [p for _, p in _checkpoints(self.directory) if p != path]
-        # Once the space is known to be there, the oldest go first, so that the disk holds
-        # `keep` checkpoints at most, not keep + 1 while the new one is written (with keep=1,
-        # the old one goes only after the new one is written).
-        doomed = old[:len(old) - (self.keep - 1)] if self.keep > 1 else []
-        freed = sum(os.path.getsize(p) for p in doomed if os.path.exists(p))
-        check_free_space(path, weights_bytes(self.model) - freed, path)
-        _remove(doomed)
-        save_weights_atomically(self.model, path)
-        if self.keep == 1:
-            _remove(old)
+        self.files.save(self.model, int(self.model.optimizer.iterations.numpy()), self.keep)
 
 
 def save_weights_atomically(model, path):
@@ -82,20 +121,11 @@ def _remove(paths):
             os.remove(path)
 
 
-def _checkpoints(directory):
-    found = []
-    for path in glob.glob(os.path.join(directory, "ckpt-*.weights.h5")):
-        match = _CHECKPOINT.search(path)
-        if match:
-            found.append((int(match.group(1)), path))
-    return sorted(found)
-
-
 def restore(lm, directory, strategy):
     """Loads the newest checkpoint (under multi-worker: the newest every worker has); returns
     its step (0 when there is none). Removes what a killed save left behind."""
     remove_stale_temporaries(directory)
-    found = dict(_checkpoints(directory))
+    found = dict(CheckpointFiles(directory).found())
     step = max(found, default=0)
     if is_multi_worker(strategy):  # a worker killed while saving may lack the newest one
         newest = strategy.experimental_distribute_values_from_function(
@@ -104,8 +134,9 @@ def restore(lm, directory, strategy):
     if not step:
         return 0
     if step not in found:
-        raise ValueError(f"{directory} lacks ckpt-{step:09d}.weights.h5, the newest checkpoint "
-                         "the other workers have; restore it from another worker's --output.")
+        name = os.path.basename(CheckpointFiles(directory).path(step))
+        raise ValueError(f"{directory} lacks {name}, the newest checkpoint the other workers "
+                         "have; restore it from another worker's --output.")
     lm.load_weights(found[step])
     lm.reset_states()
     return step

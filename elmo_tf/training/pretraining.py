@@ -28,7 +28,6 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
-from elmo_tf.files import remove_stale_temporaries
 from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
@@ -93,8 +92,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     # Checked before any work; a resumed run keeps its own vocab.txt and ignores the file.
     given_vocabulary = (Vocabulary.load(vocabulary)
                         if vocabulary is not None and run.record() is None else None)
-    os.makedirs(output, exist_ok=True)
-    remove_stale_temporaries(output)  # what a killed run was writing (checkpoints: `restore`)
+    run.open()
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
     keras.utils.set_random_seed(seed)
@@ -107,7 +105,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
     every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
-    run.write_record(settings, size, steps_per_epoch, best)
+    run.write_record({"settings": settings, "corpus_size": size,
+                      "steps_per_epoch": steps_per_epoch, "best_perplexity": best})
 
     with strategy.scope():
         lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision])

@@ -1,14 +1,18 @@
-"""A pre-training run's directory: its settings (a resumed run must match them), corpus,
-vocabulary and output files.
+"""A run's directory, pre-training or fine-tuning: its settings (a resumed run must match
+them), its record, its checkpoints, and what a killed run was writing, cleared when a run opens
+it. One implementation for both kinds of run; the pre-training files too:
 
-    options.json                 bilm-tf's options (architecture + training keys)
-    weights.hdf5                 the biLM in the released layout (written at the end)
-    vocab.txt                    the softmax vocabulary, bilm-tf's format
-    language_model.weights.h5    the whole `ElmoLanguageModel` (softmax included; `evaluate`)
-    run.json                     the recipe and run settings, the corpus's size
-    corpus/                      the built-in corpus, when the run trains on it
-    checkpoints/ckpt-STEP.weights.h5   model + optimizer every checkpoint interval (last 2)
-    logs/                        TensorBoard
+    run.json                     the settings (and the run's progress), JSON
+    checkpoints/                 `CheckpointFiles`: pre-training's ckpt-STEP.weights.h5 (model +
+                                 optimizer every checkpoint interval, the last 2), fine-tuning's
+                                 epoch-NNN.weights.h5 (the last epoch)
+    options.json                 pre-training: the family's options (architecture + training keys)
+    weights.hdf5                 pre-training: the biLM in its family's files (written at the end)
+    vocab.txt                    pre-training: the softmax vocabulary, bilm-tf's format
+    language_model.weights.h5    pre-training: the whole pre-training task (softmax included)
+    corpus/                      pre-training: the built-in corpus, when the run trains on it
+    logs/                        pre-training: TensorBoard
+    best.weights.h5, model.keras, dev_metrics.json   fine-tuning (`elmo_tf.training.finetuning`)
 """
 
 import dataclasses
@@ -18,9 +22,9 @@ import os
 from elmo_tf.data.corpus import BUILTIN_CORPUS
 from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_corpus
 from elmo_tf.data.vocabulary_counts import build_vocabulary
-from elmo_tf.text.vocabulary import Vocabulary
-from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.files import read_json, remove_stale_temporaries, write_json_atomically
 from elmo_tf.models.family import families
+from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.checkpoints import save_weights_atomically
 
 
@@ -41,9 +45,20 @@ class RunDirectory:
         self.checkpoints = os.path.join(self.path, "checkpoints")
         self.logs = os.path.join(self.path, "logs")
 
+    def open(self):
+        """Makes the directory, and removes what a killed run was writing there (temporaries
+        no live process holds locked)."""
+        os.makedirs(self.path, exist_ok=True)
+        for directory in (self.path, self.checkpoints):
+            remove_stale_temporaries(directory)
+
     def record(self):
         """run.json's content, or None for a new run."""
         return read_json(self.run_file) if os.path.exists(self.run_file) else None
+
+    def write_record(self, record):
+        """Writes run.json (a JSON-able dict with the run's `"settings"`), atomically."""
+        write_json_atomically(self.run_file, record)
 
     def recipe(self):
         """The `Recipe` the run trains (from run.json); a ValueError when there is no run."""
@@ -63,11 +78,6 @@ class RunDirectory:
                              f"{_difference(previous['settings'], settings)}); give another "
                              "--output or delete it.")
         return previous
-
-    def write_record(self, settings, corpus_size, steps_per_epoch, best_perplexity):
-        write_json_atomically(self.run_file, {
-            "settings": settings, "corpus_size": corpus_size, "steps_per_epoch": steps_per_epoch,
-            "best_perplexity": best_perplexity})
 
     def resolve_corpus(self, corpus, validation, seed):
         """(training corpus, validation corpus, best perplexity or None): the built-in corpus is

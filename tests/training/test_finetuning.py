@@ -71,7 +71,7 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     # Another setting in the same directory is refused, naming it.
     with pytest.raises(SystemExit):
         _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--seed", "1")
-    assert "(it differs in seed)" in capsys.readouterr().err
+    assert "holds another run (run.json differs: seed: 0 then, 1 now)" in capsys.readouterr().err
 
 
 def test_early_stopping_keeps_the_best_epoch(bilm, tmp_path, capsys):

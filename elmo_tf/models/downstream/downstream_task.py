@@ -1,11 +1,41 @@
-"""`DownstreamTask`: what the downstream task models share."""
+"""`DownstreamTask`: what the downstream task models share, and the registry of them by the
+name `elmo-tf finetune --task` gives them."""
 
 import keras
+import numpy as np
+import tensorflow as tf
 
+from elmo_tf.data.labelled_text import read_labelled_text
+from elmo_tf.metrics import scores
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.models.task import Task
+
+_TASKS = {}
 
 
-class DownstreamTask(keras.Model):
+def register_task(cls):
+    """Class decorator: makes a `DownstreamTask` subclass known by its `task_name`, for
+    `elmo-tf finetune --task NAME` on plain files."""
+    if cls.task_name in _TASKS:
+        raise ValueError(f"a downstream task named {cls.task_name!r} is already registered "
+                         f"({_TASKS[cls.task_name].__name__}).")
+    _TASKS[cls.task_name] = cls
+    return cls
+
+
+def task_names():
+    """The registered downstream tasks' names (`classify`, `pair`, `tag`, ...)."""
+    return tuple(_TASKS)
+
+
+def task_class(name):
+    """The `DownstreamTask` subclass registered as `name`."""
+    if name not in _TASKS:
+        raise ValueError(f"unknown downstream task {name!r}; registered: {list(_TASKS)}.")
+    return _TASKS[name]
+
+
+class DownstreamTask(Task, keras.Model):
     """Base of the downstream task models (`TextClassifier`, `SentencePairClassifier`,
     `SequenceTagger`): functional models that read raw text, tokenize it in the graph
     (`TextTokenizer`), embed it with an `ElmoEmbedding` (a frozen biLM and a trainable scalar
@@ -16,7 +46,24 @@ class DownstreamTask(keras.Model):
     over the real tokens for sentence tasks. Outputs are logits (float32 under any policy).
 
     The class names (`labels`) are part of the model, so a loaded model predicts names.
+
+    A task owns everything `elmo-tf finetune`, `predict` and the task export do with it, so that
+    a new task is one file and a `register_task`: its plain files (`read_examples`,
+    `prepare_labels`, `metrics_for`), its inputs (`input_names`, `inputs_for`, `parse_lines`),
+    its targets and loss (`targets`, `task_loss`), and what its logits mean (`scores`,
+    `decode`, and in the served graph `serving_outputs`, `serving_function`). The defaults here
+    are a classifier's (or a regressor's, with `labels=None`) over `input_names` texts.
+
+    Example:
+    >>> model = task_class("classify").create(embedding, ["negative", "positive"],
+    ...                                       "whitespace", encoder_units=64, dropout=0.5)
+    >>> model.decode(model.predict(model.inputs_for([("a fine film .",)]))[0], None)
+    'positive'
     """
+
+    task_name = None  # the name finetune gives plain files of this task
+    input_names = ("text",)  # the model's string inputs, `[batch]` each
+    fixed_tokenizer = None  # the tokenizer its inputs need, whatever the biLM's corpus had
 
     def __init__(self, *, embedding, labels, encoder_units, dropout, config, **kwargs):
         super().__init__(**kwargs)
@@ -26,6 +73,11 @@ class DownstreamTask(keras.Model):
         self.encoder_units = int(encoder_units)
         self.dropout = float(dropout)
         self._task_config = config
+
+    @property
+    def backbone(self):
+        """The biLM the task's embedding mixes."""
+        return self.embedding.backbone
 
     @staticmethod
     def check_arguments(embedding, labels, encoder_units, dropout, regression_allowed=False):
@@ -55,6 +107,112 @@ class DownstreamTask(keras.Model):
         return keras.layers.Bidirectional(
             keras.layers.LSTM(units, return_sequences=True), name=name)
 
+    # --- fine-tuning on plain files ------------------------------------------------------
+    @classmethod
+    def create(cls, embedding, labels, tokenizer, encoder_units, dropout):
+        """The model `elmo-tf finetune` trains: `labels` the class names (None: a regressor),
+        `tokenizer` how raw text becomes tokens."""
+        return cls(embedding, labels=labels, tokenizer=tokenizer, encoder_units=encoder_units,
+                   dropout=dropout)
+
+    @classmethod
+    def read_examples(cls, path):
+        """`(texts, labels)` of a plain file: a text is a tuple of strings, one per input;
+        a label as written (here `label<TAB>text...`, `read_labelled_text`)."""
+        return read_labelled_text(path, pairs=len(cls.input_names) == 2)
+
+    @classmethod
+    def prepare_labels(cls, train_labels, dev_labels, train_path, dev_path):
+        """`(names, train_ids, dev_ids)`: the label names (sorted) and the examples' label ids;
+        too few labels, or a dev label the training file lacks, is a ValueError naming the
+        file."""
+        names = sorted(set(train_labels))
+        if len(names) < 2:
+            raise ValueError(f"{train_path} has one label ({names[0]!r}); a classifier needs two "
+                             "or more.")
+        check_known_labels(dev_path, set(dev_labels), names, "labels")
+        index = {label: i for i, label in enumerate(names)}
+        return names, [index[x] for x in train_labels], [index[x] for x in dev_labels]
+
+    @classmethod
+    def metrics_for(cls, names):
+        """The task's metrics for these label names, the first being its main one (names of
+        `elmo_tf.metrics.scores` functions)."""
+        return ["accuracy", "f1"] if len(names) == 2 else ["accuracy"]
+
+    # --- inputs, targets, loss -------------------------------------------------------------
+    def inputs_for(self, texts):
+        """The model's inputs for `texts` (tuples of strings, one per input; or strings for a
+        one-input task), as string tensors."""
+        columns = list(zip(*[(t,) if isinstance(t, str) else tuple(t) for t in texts])) or \
+            [()] * len(self.input_names)
+        tensors = [tf.constant(list(c), tf.string, shape=[len(texts)]) for c in columns]
+        return tensors[0] if len(tensors) == 1 else dict(zip(self.input_names, tensors))
+
+    def parse_lines(self, lines):
+        """The texts of `predict`'s input lines: one text per line (`text_a<TAB>text_b` for two
+        inputs)."""
+        if len(self.input_names) == 1:
+            return [(line,) for line in lines]
+        texts = [tuple(line.split("\t")) for line in lines]
+        bad = [n for n, fields in enumerate(texts, start=1) if len(fields) != len(self.input_names)]
+        if bad:
+            raise ValueError(f"line {bad[0]}: this model reads "
+                             f"{'<TAB>'.join(self.input_names)} per line.")
+        return texts
+
+    def targets(self, labels):
+        """The training targets of label ids (or scores) as a tensor (ragged for sequences)."""
+        if self.labels is None:
+            return tf.constant(labels, tf.float32)
+        return tf.constant(labels, tf.int32)
+
+    def task_loss(self):
+        """The loss `fit` trains with."""
+        if self.labels is None:
+            return keras.losses.MeanSquaredError()
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    # --- what the logits mean --------------------------------------------------------------
+    def scores(self, logits, gold, metrics):
+        """`{metric: score}` of the rows of `logits` (one array per example) against the gold
+        label ids (scores)."""
+        logits = np.stack(logits)
+        predicted = logits[:, 0] if self.labels is None else logits.argmax(-1)
+        return {m: getattr(scores, m)(np.asarray(gold), predicted) for m in metrics}
+
+    def decode(self, logits, text):
+        """The prediction for one example, as `predict` prints it: the label name, or the score
+        of a regressor."""
+        if self.labels is None:
+            return f"{float(logits[0]):.6g}"
+        return self.labels[int(logits.argmax())]
+
+    def serving_outputs(self, texts, logits):
+        """The served outputs, in the graph: `logits` and the prediction by name (`label`
+        strings `[batch]`, or `score` float32 `[batch]` for a regressor). `texts`: the first
+        input."""
+        if self.labels is None:
+            return {"logits": logits, "score": logits[:, 0]}
+        return {"logits": logits, "label": tf.gather(tf.constant(self.labels),
+                                                     tf.argmax(logits, -1))}
+
+    def serving_function(self):
+        """The `serving_default` signature: raw strings `[batch]` per input name in, the
+        `serving_outputs` out; an input of another rank is an INVALID_ARGUMENT error naming
+        it."""
+        specs = [tf.TensorSpec([None], tf.string, name=name) for name in self.input_names]
+
+        @tf.function(input_signature=specs)
+        def serve(*texts):
+            texts = [tf.ensure_shape(t, [None], name=name)
+                     for t, name in zip(texts, self.input_names)]
+            inputs = texts[0] if len(texts) == 1 else dict(zip(self.input_names, texts))
+            return self.serving_outputs(texts[0], self(inputs, training=False))
+
+        return serve
+
+    # --- Keras serialization -------------------------------------------------------------
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,
                 "embedding": keras.saving.serialize_keras_object(self.embedding),
@@ -66,3 +224,11 @@ class DownstreamTask(keras.Model):
         config = dict(config)
         config["embedding"] = keras.saving.deserialize_keras_object(config["embedding"])
         return cls(**config)
+
+
+def check_known_labels(path, found, names, what):
+    """A ValueError naming `path` when `found` holds labels (or tags) not among `names`."""
+    unknown = sorted(found - set(names))
+    if unknown:
+        raise ValueError(f"{path} has {what} the training file does not have: {unknown[:5]} "
+                         f"(training {what}: {names[:20]}).")

@@ -5,9 +5,10 @@ import keras
 
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.models.downstream.downstream_task import DownstreamTask
+from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
+@register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class SentencePairClassifier(DownstreamTask):
     """Classifies sentence pairs (GLUE's MRPC, QQP, MNLI, QNLI, RTE, WNLI), or scores them
@@ -35,6 +36,9 @@ class SentencePairClassifier(DownstreamTask):
     TensorShape([1, 2])
     """
 
+    task_name = "pair"  # plain files: label<TAB>text_a<TAB>text_b
+    input_names = ("text_a", "text_b")
+
     def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
                  hidden_dim=512, dropout=0.0, **kwargs):
         outputs = self.check_arguments(embedding, labels, encoder_units, dropout,
@@ -52,9 +56,8 @@ class SentencePairClassifier(DownstreamTask):
 
         # === Functional Model ===
         inputs = {name: keras.Input(shape=(), dtype="string", name=name)
-                  for name in ("text_a", "text_b")}
-        u, v = (pool(encoder(embedding(tokenize(inputs[name]))))
-                for name in ("text_a", "text_b"))
+                  for name in self.input_names}
+        u, v = (pool(encoder(embedding(tokenize(inputs[name])))) for name in self.input_names)
         matched = keras.layers.Concatenate(name="matching")(
             [u, v, keras.ops.abs(u - v), u * v])
         logits = head(hidden_dropout(hidden(match_dropout(matched))))

@@ -1,11 +1,19 @@
 """`SequenceTagger`: tokens -> one tag per token, on ELMo representations."""
 
 import keras
+import tensorflow as tf
 
+from elmo_tf.data.conll import read_conll
 from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.models.downstream.downstream_task import DownstreamTask
+from elmo_tf.metrics import scores
+from elmo_tf.models.downstream.downstream_task import (
+    DownstreamTask,
+    check_known_labels,
+    register_task,
+)
 
 
+@register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class SequenceTagger(DownstreamTask):
     """Tags every token (part of speech, chunks, named entities in BIO tags).
@@ -28,6 +36,10 @@ class SequenceTagger(DownstreamTask):
     TensorShape([1, 3, 3])
     """
 
+    task_name = "tag"  # plain files: CoNLL
+    input_names = ("tokens",)
+    fixed_tokenizer = "whitespace"  # tokens separated by spaces, to line up with the tags
+
     def __init__(self, embedding, tags, encoder_units=512, dropout=0.0, **kwargs):
         self.check_arguments(embedding, tags, encoder_units, dropout)
         # === Layers ===
@@ -37,7 +49,7 @@ class SequenceTagger(DownstreamTask):
         head = keras.layers.Dense(len(tags), dtype="float32", name="logits")
 
         # === Functional Model ===
-        text = keras.Input(shape=(), dtype="string", name="tokens")
+        text = keras.Input(shape=(), dtype="string", name=self.input_names[0])
         logits = head(drop(encoder(embedding(tokenize(text)))))
         super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=tags,
                          encoder_units=encoder_units, dropout=dropout, config={}, **kwargs)
@@ -45,6 +57,53 @@ class SequenceTagger(DownstreamTask):
     @property
     def tags(self):
         return self.labels
+
+    # --- fine-tuning on CoNLL files ------------------------------------------------------
+    @classmethod
+    def create(cls, embedding, labels, tokenizer, encoder_units, dropout):
+        return cls(embedding, tags=labels, encoder_units=encoder_units, dropout=dropout)
+
+    @classmethod
+    def read_examples(cls, path):
+        """`(texts, tags)` of a CoNLL file: a sentence's tokens joined with spaces, its tags."""
+        tokens, tags = read_conll(path)
+        return [(" ".join(sentence),) for sentence in tokens], tags
+
+    @classmethod
+    def prepare_labels(cls, train_labels, dev_labels, train_path, dev_path):
+        names = sorted({t for tags in train_labels for t in tags})
+        check_known_labels(dev_path, {t for tags in dev_labels for t in tags}, names, "tags")
+        index = {t: i for i, t in enumerate(names)}
+        return (names, [[index[t] for t in tags] for tags in train_labels],
+                [[index[t] for t in tags] for tags in dev_labels])
+
+    @classmethod
+    def metrics_for(cls, names):
+        """Span F1 first for chunk tags (`B-X`, `I-X`, `O`, ...), token accuracy alone
+        otherwise (parts of speech)."""
+        chunked = all(t == "O" or (t[:2] in ("B-", "I-", "E-", "S-") and len(t) > 2)
+                      for t in names)
+        return ["span_f1", "token_accuracy"] if chunked else ["token_accuracy"]
+
+    # --- targets, what the logits mean -----------------------------------------------------
+    def targets(self, labels):
+        return tf.ragged.constant(labels, tf.int32)
+
+    def scores(self, logits, gold, metrics):
+        gold_tags = [[self.tags[k] for k in g] for g in gold]
+        predicted = [[self.tags[k] for k in row[:len(g)].argmax(-1)]
+                     for row, g in zip(logits, gold)]
+        return {m: getattr(scores, m)(gold_tags, predicted) for m in metrics}
+
+    def decode(self, logits, text):
+        """The tags of the text's tokens, separated by spaces."""
+        return " ".join(self.tags[k] for k in logits[:len(text[0].split())].argmax(-1))
+
+    def serving_outputs(self, texts, logits):
+        """`logits` and `tags` strings `[batch, time]` (`""` past each sentence's tokens)."""
+        real = tf.not_equal(self.get_layer("tokenizer")(texts), "")
+        return {"logits": logits, "tags": tf.where(
+            real, tf.gather(tf.constant(self.tags), tf.argmax(logits, -1)), "")}
 
     def get_config(self):
         config = super().get_config()

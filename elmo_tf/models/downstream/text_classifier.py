@@ -4,9 +4,10 @@ import keras
 
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.models.downstream.downstream_task import DownstreamTask
+from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
+@register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class TextClassifier(DownstreamTask):
     """Classifies sentences (GLUE's CoLA, SST-2; sentiment, topics), or scores them (a
@@ -32,6 +33,9 @@ class TextClassifier(DownstreamTask):
     ...     from_logits=True), metrics=["accuracy"])
     >>> model.fit(tf.constant(["a fine film .", "dull ."]), tf.constant([1, 0]), epochs=3)
     """
+
+    task_name = "classify"  # plain files: label<TAB>text
+    input_names = ("text",)
 
     def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
                  dropout=0.0, **kwargs):
