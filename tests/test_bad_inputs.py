@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 
-import h5py
 import numpy as np
 import pytest
 

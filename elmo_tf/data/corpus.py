@@ -13,7 +13,7 @@ Tokenization happens here, in the `tf.data` pipeline, never in a model. Lines ar
 batches with vectorized string ops (`read_corpus_batches`; `read_corpus` unbatches them): a line
 that is not valid UTF-8 is dropped, a line with more than `max_tokens_per_line` tokens is cut into
 pieces of at most that many tokens, and lines without tokens are dropped. Both events are counted
-in an optional `CorpusStats`.
+with the batches that met them (`CorpusStats`).
 
 `build_vocabulary` (`elmo_tf.data.vocabulary_counts`) iterates the very same datasets, so vocabulary and
 training always see identical tokens.
@@ -22,7 +22,6 @@ training always see identical tokens.
 import logging
 import os
 import re
-import threading
 
 import tensorflow as tf
 
@@ -39,18 +38,10 @@ _LINES_PER_BATCH = 256
 
 
 class CorpusStats:
-    """Counters that a `read_corpus` pipeline increments while it runs.
-
-    The counters are `tf.Variable`s (int64, on the CPU) created here, outside any dataset; the
-    pipeline's map function captures them and calls `assign_add` once per batch of lines. This
-    works when the dataset is iterated eagerly, inside a `tf.function`, and through
-    `tf.distribute.MirroredStrategy().experimental_distribute_dataset` (the input pipeline runs
-    once, on the host; verified with 1 and 2 replicas). The counters are plain CPU variables even
-    when the object is made inside a strategy's `scope()` (never mirrored per replica).
-
-    The counts cover what the pipeline has *read*, which runs ahead of what was consumed by the
-    prefetch buffers; they are exact once an epoch is exhausted and keep growing over epochs
-    (`reset()` starts again).
+    """Counts of what reading a corpus met: lines read, lines skipped (not UTF-8), long lines
+    split. Plain Python counts: `read_corpus_batches(..., with_counts=True)` gives each batch's
+    counts with its tokens, and whoever iterates adds them (`add`; `build_vocabulary` does);
+    `CorpusStats.count(source)` reads a corpus once for them.
 
     Attributes:
         lines_read: lines (or TFDS examples) read.
@@ -59,37 +50,36 @@ class CorpusStats:
             tokens (counted once per line, not per piece).
 
     Example:
-    >>> stats = CorpusStats()
-    >>> sentences = list(read_corpus("news.en-*", stats=stats))
+    >>> stats = CorpusStats.count("news.en-*")
     >>> stats.log()          # elmo_tf: 306,068 lines read, 0 skipped (not valid UTF-8), ...
     """
 
-    _NAMES = ("lines_read", "skipped_non_utf8", "split_long_lines")
+    NAMES = ("lines_read", "skipped_non_utf8", "split_long_lines")
 
     def __init__(self):
-        def create():
-            with tf.device("/CPU:0"):
-                for name in self._NAMES:
-                    setattr(self, name, tf.Variable(0, dtype=tf.int64, trainable=False, name=name))
+        self.reset()
 
-        if tf.distribute.has_strategy():  # a strategy's scope is per thread: create them outside
-            thread = threading.Thread(target=create)
-            thread.start()
-            thread.join()
-        else:
-            with tf.init_scope():
-                create()
-        if not all(hasattr(self, name) for name in self._NAMES):
-            raise RuntimeError("could not create the CorpusStats counters")
+    @classmethod
+    def count(cls, source, **read_corpus_kwargs):
+        """The counts of one pass over `source` (read as `read_corpus` reads it)."""
+        stats = cls()
+        for _, counts in read_corpus_batches(source, with_counts=True, **read_corpus_kwargs):
+            stats.add(counts)
+        return stats
+
+    def add(self, counts):
+        """Adds one batch's counts (`[lines_read, skipped_non_utf8, split_long_lines]`)."""
+        for name, value in zip(self.NAMES, counts):
+            setattr(self, name, getattr(self, name) + int(value))
 
     def reset(self):
         """Sets all counters to 0."""
-        for name in self._NAMES:
-            getattr(self, name).assign(0)
+        for name in self.NAMES:
+            setattr(self, name, 0)
 
     def as_dict(self):
-        """The counters as Python ints, e.g. `{"lines_read": 10, "skipped_non_utf8": 1, ...}`."""
-        return {name: int(getattr(self, name).numpy()) for name in self._NAMES}
+        """The counters, e.g. `{"lines_read": 10, "skipped_non_utf8": 1, ...}`."""
+        return {name: getattr(self, name) for name in self.NAMES}
 
     def summary(self):
         """One line for humans, e.g. `10 lines read, 1 skipped (not valid UTF-8), 0 split (...)`."""
@@ -99,21 +89,16 @@ class CorpusStats:
 
     def log(self, level=logging.INFO):
         """Logs `summary()` to the `elmo_tf` logger (as a warning when lines were skipped)."""
-        if self.as_dict()["skipped_non_utf8"]:
+        if self.skipped_non_utf8:
             level = max(level, logging.WARNING)
         logger.log(level, "corpus: %s", self.summary())
-
-    def _update(self, lines_read, skipped_non_utf8, split_long_lines):
-        for name, value in zip(self._NAMES, (lines_read, skipped_non_utf8, split_long_lines)):
-            getattr(self, name).assign_add(tf.cast(value, tf.int64))
 
     def __repr__(self):
         return f"CorpusStats({self.as_dict()})"
 
 
 def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds_data_dir=None,
-                tfds_split="train", text_feature="text", shuffle_files=False, seed=None,
-                stats=None):
+                tfds_split="train", text_feature="text", shuffle_files=False, seed=None):
     """Reads a corpus as a `tf.data.Dataset` of 1-D `tf.string` tensors, one per sentence.
 
     Elements hold the sentence's tokens without `<S>`/`</S>`; empty lines are dropped. The order
@@ -133,7 +118,6 @@ def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds
             glue/sst2).
         shuffle_files: shuffle the order of the files (TFDS: its shards) in every epoch.
         seed: seed for `shuffle_files`.
-        stats: a `CorpusStats` to count skipped and split lines in.
 
     Returns:
         `tf.data.Dataset` with element spec `TensorSpec([None], tf.string)`.
@@ -153,8 +137,7 @@ def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds
     batches = read_corpus_batches(
         source, lines_per_batch=_LINES_PER_BATCH, tokenizer=tokenizer,
         max_tokens_per_line=max_tokens_per_line, tfds_data_dir=tfds_data_dir,
-        tfds_split=tfds_split, text_feature=text_feature, shuffle_files=shuffle_files, seed=seed,
-        stats=stats)
+        tfds_split=tfds_split, text_feature=text_feature, shuffle_files=shuffle_files, seed=seed)
     # Unbatching dense rows and cutting each to its length is about twice as fast as unbatching
     # the ragged batch, and gives a `TensorSpec` (which `padded_batch` needs).
     return (batches.map(lambda sentences: (sentences.to_tensor(), sentences.row_lengths()))
@@ -164,7 +147,7 @@ def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds
 
 def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
                         max_tokens_per_line=400, tfds_data_dir=None, tfds_split="train",
-                        text_feature="text", shuffle_files=False, seed=None, stats=None):
+                        text_feature="text", shuffle_files=False, seed=None, with_counts=False):
     """`read_corpus`, batch-wise: one `tf.RaggedTensor` `[sentences, None]` per batch of lines.
 
     This is the one place where corpora are tokenized; `read_corpus` unbatches it and
@@ -176,10 +159,13 @@ def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
         lines_per_batch: lines (TFDS: examples) read per batch. A batch holds fewer sentences
             when lines are skipped or empty, more when long lines are split.
         tokenizer, max_tokens_per_line, tfds_data_dir, tfds_split, text_feature, shuffle_files,
-            seed, stats: see `read_corpus`.
+            seed: see `read_corpus`.
+        with_counts: give each batch's counts with it: `(tokens, counts)`, `counts` int64
+            `[lines read, lines skipped (not UTF-8), long lines split]` (`CorpusStats.add`).
 
     Returns:
-        `tf.data.Dataset` of string `tf.RaggedTensor`s `[sentences, None]` (ragged rank 1).
+        `tf.data.Dataset` of string `tf.RaggedTensor`s `[sentences, None]` (ragged rank 1), or of
+        `(tokens, counts)` with `with_counts`.
 
     Example:
     >>> for batch in read_corpus_batches("news.en-*", lines_per_batch=4096):
@@ -209,10 +195,12 @@ def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
         position = tf.range(tf.size(values, out_type=tf.int64)) - tf.repeat(tokens.row_starts(),
                                                                              lengths)
         starts = tf.where(tf.equal(position % max_tokens, 0))[:, 0]
-        if stats is not None:
-            stats._update(tf.size(batch), tf.math.count_nonzero(~valid),
-                          tf.math.count_nonzero(lengths > max_tokens))
-        return tf.RaggedTensor.from_row_starts(values, starts)
+        pieces = tf.RaggedTensor.from_row_starts(values, starts)
+        if not with_counts:
+            return pieces
+        return pieces, tf.stack([tf.size(batch, out_type=tf.int64),
+                                 tf.math.count_nonzero(~valid),
+                                 tf.math.count_nonzero(lengths > max_tokens)])
 
     return (lines.batch(lines_per_batch)
             .map(process, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))

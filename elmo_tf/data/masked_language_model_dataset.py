@@ -1,6 +1,5 @@
 """Batches for `MaskedElmoLanguageModel`: sentences -> masked char ids and masked-LM targets."""
 
-import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints

@@ -13,7 +13,7 @@ logger = logging.getLogger("elmo_tf")
 
 
 def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=True,
-                     batch_size=4096, **read_corpus_kwargs):
+                     batch_size=4096, stats=None, **read_corpus_kwargs):
     """Counts the tokens of a corpus and returns the vocabulary, specials first, then by frequency.
 
     Order: `<S>`, `</S>`, `<UNK>`, then the words by descending count, ties by the token string
@@ -33,8 +33,9 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
         max_size: at most this many tokens in all, the 3 specials included (most frequent kept).
         progress: show a `keras.utils.Progbar` (sentences so far, tokens, distinct tokens).
         batch_size: sentences (with a source: lines) counted per batch.
-        **read_corpus_kwargs: passed to `read_corpus` with a source (`tokenizer=...`, `stats=...`
-            etc.); with a source and no `stats`, a `CorpusStats` is made and logged at the end.
+        stats: with a source, a `CorpusStats` the corpus's line counts are added to (one is made
+            if None); they are logged at the end.
+        **read_corpus_kwargs: passed to `read_corpus` with a source (`tokenizer=...` etc.).
 
     Returns:
         `Vocabulary` with `counts`.
@@ -56,18 +57,18 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
                                  or max_size < 4):
         raise ValueError(f"max_size must be None or an int >= 4 (3 specials + 1 word), got "
                          f"{max_size!r}")
-    stats = None
     if isinstance(dataset_or_source, tf.data.Dataset):
-        if read_corpus_kwargs:
-            raise TypeError(f"read_corpus arguments ({', '.join(read_corpus_kwargs)}) need a "
-                            "source, not a dataset")
+        if read_corpus_kwargs or stats is not None:
+            names = [*read_corpus_kwargs, *(["stats"] if stats is not None else [])]
+            raise TypeError(f"read_corpus arguments ({', '.join(names)}) need a source, not a "
+                            "dataset")
         batches = dataset_or_source.ragged_batch(batch_size)
     else:
-        stats = read_corpus_kwargs.setdefault("stats", CorpusStats())
+        stats = CorpusStats() if stats is None else stats
         batches = read_corpus_batches(dataset_or_source, lines_per_batch=batch_size,
-                                      **read_corpus_kwargs)
+                                      with_counts=True, **read_corpus_kwargs)
 
-    counter, sentences, total = _count(batches, progress)
+    counter, sentences, total = _count(batches, progress, stats)
     if stats is not None:
         stats.log()
         counts = stats.as_dict()
@@ -97,15 +98,17 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
     return Vocabulary(list(Vocabulary.SPECIALS) + [t for t, _ in kept], counts)
 
 
-def _count(batches, progress):
-    """Returns (Counter of token bytes, sentences, tokens) of a dataset of sentence batches."""
+def _count(batches, progress, stats=None):
+    """Returns (Counter of token bytes, sentences, tokens) of a dataset of sentence batches
+    (with their line counts, added to `stats`, when it is given)."""
 
-    def count_batch(batch):
+    def count_batch(batch, *line_counts):
         ragged = isinstance(batch, tf.RaggedTensor)
         values = batch.flat_values if ragged else tf.reshape(batch, [-1])
         unique, _, counts = tf.unique_with_counts(values, out_idx=tf.int64)
         sentences = batch.nrows() if ragged else tf.shape(batch)[0]
-        return tf.cast(sentences, tf.int64), tf.size(values, out_type=tf.int64), unique, counts
+        return (tf.cast(sentences, tf.int64), tf.size(values, out_type=tf.int64), unique, counts,
+                *line_counts)
 
     batches = (batches
                .map(count_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
@@ -116,7 +119,9 @@ def _count(batches, progress):
 
         bar = keras.utils.Progbar(None, unit_name="sentence", stateful_metrics=["tokens", "types"])
     counter, sentences, total = collections.Counter(), 0, 0
-    for n, size, unique, counts in batches.as_numpy_iterator():
+    for n, size, unique, counts, *line_counts in batches.as_numpy_iterator():
+        if stats is not None:
+            stats.add(*line_counts)
         sentences, total = sentences + int(n), total + int(size)
         for token, count in zip(unique.tolist(), counts.tolist()):
             counter[token] += count

@@ -31,6 +31,8 @@ class CharCNN(keras.layers.Layer):
         embedding_dim: char embedding size (`char_cnn.embedding.dim`).
         activation: `"relu"` or `"tanh"` (`char_cnn.activation`).
         n_characters: char vocabulary including the padding id 0 (262 at inference).
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`initializers.initializer`; not part of the config).
 
     Example:
     >>> cnn = CharCNN(filters=[[1, 4], [2, 8]], embedding_dim=4)
@@ -40,8 +42,10 @@ class CharCNN(keras.layers.Layer):
 
     ACTIVATIONS = ("relu", "tanh")
 
-    def __init__(self, filters, embedding_dim, activation="relu", n_characters=262, **kwargs):
+    def __init__(self, filters, embedding_dim, activation="relu", n_characters=262,
+                 initialize=True, **kwargs):
         super().__init__(**kwargs)
+        self.initialize_weights = bool(initialize)
         if activation not in self.ACTIVATIONS:
             raise ValueError(f"activation must be one of {self.ACTIVATIONS}; got {activation!r}.")
         self.filters = [[int(w), int(n)] for w, n in filters]
@@ -59,7 +63,8 @@ class CharCNN(keras.layers.Layer):
         # convolutions, N(0, 1/sqrt(width * dim)) for tanh.
         self.char_embed = self.add_weight(
             name="char_embed", shape=(self.n_characters - 1, self.embedding_dim),
-            initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0)),
+            initializer=initializer(keras.initializers.RandomUniform(-1.0, 1.0),
+                                    self.initialize_weights),
             autocast=False)  # read in its own dtype: see `call`
         self.kernels, self.biases = [], []
         for i, (width, n_filters) in enumerate(self.filters):
@@ -70,7 +75,7 @@ class CharCNN(keras.layers.Layer):
                     stddev=math.sqrt(1.0 / (width * self.embedding_dim)))
             self.kernels.append(self.add_weight(
                 name=f"W_cnn_{i}", shape=(width, self.embedding_dim, n_filters),
-                initializer=initializer(init)))
+                initializer=initializer(init, self.initialize_weights)))
             self.biases.append(self.add_weight(
                 name=f"b_cnn_{i}", shape=(n_filters,), initializer="zeros"))
 

@@ -17,17 +17,27 @@ class Highway(keras.layers.Layer):
     whatever `char_cnn.activation` says. Weights keep the hdf5 names and `[in, out]` layout.
     bilm-tf's initialisation: kernels N(0, 1/sqrt(dim)), `b_carry` -2 (starts near pass-through).
 
+    Args:
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`initializers.initializer`; not part of the config).
+
     Example:
     >>> Highway()(tf.ones([2, 3, 8])).shape
     TensorShape([2, 3, 8])
     """
 
+    def __init__(self, initialize=True, **kwargs):
+        super().__init__(**kwargs)
+        self.initialize_weights = bool(initialize)
+
     def build(self, input_shape):
         dim = input_shape[-1]
-        init = initializer(keras.initializers.RandomNormal(stddev=math.sqrt(1.0 / dim)))
+        init = initializer(keras.initializers.RandomNormal(stddev=math.sqrt(1.0 / dim)),
+                           self.initialize_weights)
         self.carry_kernel = self.add_weight(name="W_carry", shape=(dim, dim), initializer=init)
         self.carry_bias = self.add_weight(
-            name="b_carry", shape=(dim,), initializer=initializer(keras.initializers.Constant(-2.0)))
+            name="b_carry", shape=(dim,),
+            initializer=initializer(keras.initializers.Constant(-2.0), self.initialize_weights))
         self.transform_kernel = self.add_weight(name="W_transform", shape=(dim, dim), initializer=init)
         self.transform_bias = self.add_weight(name="b_transform", shape=(dim,), initializer="zeros")
 

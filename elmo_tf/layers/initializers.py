@@ -1,37 +1,23 @@
-"""Weight initialisation that can be skipped when every weight is about to be loaded."""
-
-import contextlib
-import contextvars
+"""Weight initialisation that a layer skips when every weight is about to be loaded."""
 
 import tensorflow as tf
 
-_SKIP = contextvars.ContextVar("elmo_tf_skip_initialization", default=False)
 
+def initializer(init, initialize=True):
+    """`init`, or, when `initialize` is false, an initialiser that leaves the memory
+    uninitialised.
 
-@contextlib.contextmanager
-def skip_initialization():
-    """Within this context, elmo_tf layers create their weights uninitialised.
-
-    Only for models whose every weight is assigned right after construction
-    (`ElmoBackbone.from_allennlp`): random initialisers cost time and temporary memory, and even
-    zeros make every page of the model resident twice over while it loads. Uninitialised
-    buffers are never touched before the loaded values replace them.
+    For layers whose every weight is assigned right after they are built
+    (`CharLSTMBackbone.from_allennlp` builds its backbone with `initialize=False`): random
+    initialisers cost time and temporary memory, and even zeros make every page of the model
+    resident twice over while it loads. Uninitialised buffers are never read before the loaded
+    values replace them.
 
     Example:
-    >>> with skip_initialization():
-    ...     backbone = ElmoBackbone(config)
-    >>> elmo_weights.load(backbone, "weights.hdf5")  # assigns every weight
+    >>> self.kernel = self.add_weight(shape=(n, m), initializer=initializer(
+    ...     "glorot_uniform", self.initialize_weights))
     """
-    token = _SKIP.set(True)
-    try:
-        yield
-    finally:
-        _SKIP.reset(token)
-
-
-def initializer(init):
-    """`init`, or an uninitialised-memory initialiser inside `skip_initialization()`."""
-    return _uninitialized if _SKIP.get() else init
+    return init if initialize else _uninitialized
 
 
 def _uninitialized(shape, dtype=None):

@@ -31,11 +31,13 @@ class LSTMStack(keras.layers.Layer):
         stateful: keep state between calls.
         max_batch_size: rows of kept state when stateful.
         dropout: dropout rate on every LSTM layer's input in training.
+        initialize: False leaves the cells' weights uninitialised, for weights about to be
+            loaded (`initializers.initializer`; not part of the config).
     """
 
     def __init__(self, n_layers, units, projection_dim, *, use_skip_connections=True,
                  cell_clip=None, proj_clip=None, stateful=False, max_batch_size=128,
-                 dropout=0.0, projection=True, **kwargs):
+                 dropout=0.0, projection=True, initialize=True, **kwargs):
         super().__init__(**kwargs)
         self.n_layers = int(n_layers)
         self.units = int(units)
@@ -51,7 +53,7 @@ class LSTMStack(keras.layers.Layer):
         self.supports_masking = True
         self.stacks = [
             [ProjectedLSTM(units, projection_dim, cell_clip=cell_clip, proj_clip=proj_clip,
-                           projection=projection, direction=direction,
+                           projection=projection, direction=direction, initialize=initialize,
                            dtype=self.dtype_policy, name=f"{direction}_lstm_{k}")
              for k in range(self.n_layers)]
             for direction in ("forward", "backward")]

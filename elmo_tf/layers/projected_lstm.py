@@ -19,6 +19,8 @@ included. (elmo-tf 0.1 also had a cuDNN path, `implementation="cudnn"`; TensorFl
 cannot run an LSTM with a projection on cuDNN, see `docs/design.md`, so it is gone.)
 """
 
+import types
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -27,7 +29,6 @@ from elmo_tf.layers.initializers import initializer
 from elmo_tf.ops.chunking import compute_device_type
 from elmo_tf.ops.lstm import (
     GATE_ROWS_PER_CHUNK,
-    eager_exact_recurrence,
     exact_recurrence,
     reverse_valid_steps,
     zero_state,
@@ -57,6 +58,8 @@ class ProjectedLSTM(keras.layers.Layer):
             part right to left (`tf.reverse_sequence`), and outputs stay aligned with the inputs.
         return_state: also return the final `(h [batch, P], c [batch, C])`, taken at each
             sequence's last valid step.
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`initializers.initializer`; not part of the config).
 
     Call arguments:
         inputs: `[batch, time, input_dim]`.
@@ -73,8 +76,18 @@ class ProjectedLSTM(keras.layers.Layer):
     """
 
     def __init__(self, units, projection_dim, cell_clip=None, proj_clip=None,
-                 projection=True, direction="forward", return_state=False, **kwargs):
+                 projection=True, direction="forward", return_state=False, initialize=True,
+                 **kwargs):
         super().__init__(**removed_implementation(kwargs))
+        self.initialize_weights = bool(initialize)
+        # An eager call runs the recurrence through this layer's own graph, cached here (in a
+        # plain namespace: not tracked, not saved); a graph (fit, embed, XLA) builds the loop
+        # inline, in its own context. (One graph shared by every caller reused traces across
+        # contexts: a trace made by an XLA inference step, or by `fit` without XLA, failed to
+        # compile in an XLA training step, "OptionalFromValue" in the gradient of the loop's
+        # branch.)
+        self._eager = types.SimpleNamespace(recurrence=tf.function(
+            exact_recurrence, autograph=False, reduce_retracing=True))
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
         self.units = int(units)
@@ -96,14 +109,16 @@ class ProjectedLSTM(keras.layers.Layer):
         limit = np.sqrt(6.0 / (input_dim + self.projection_dim + 4 * self.units))
         self.input_kernel = self.add_weight(
             name="input_kernel", shape=(input_dim, 4 * self.units),
-            initializer=initializer(keras.initializers.RandomUniform(-limit, limit)))
+            initializer=initializer(keras.initializers.RandomUniform(-limit, limit),
+                                    self.initialize_weights))
         self.recurrent_kernel = self.add_weight(
             name="recurrent_kernel", shape=(self.projection_dim, 4 * self.units),
-            initializer=initializer(keras.initializers.RandomUniform(-limit, limit)))
+            initializer=initializer(keras.initializers.RandomUniform(-limit, limit),
+                                    self.initialize_weights))
         self.bias = self.add_weight(name="bias", shape=(4 * self.units,), initializer="zeros")
         self.projection_kernel = None if not self.projection else self.add_weight(
             name="projection_kernel", shape=(self.units, self.projection_dim),
-            initializer=initializer("glorot_uniform"))
+            initializer=initializer("glorot_uniform", self.initialize_weights))
 
     def call(self, inputs, mask=None, initial_state=None):
         inputs = tf.convert_to_tensor(inputs)
@@ -171,8 +186,8 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
     first = layers[0]
     dtype = first.compute_dtype
     # In a graph (fit, embed, XLA) the loop is built inline, in the caller's context; called
-    # eagerly, it runs through one cached graph instead of step by step in Python.
-    recurrence = eager_exact_recurrence if tf.executing_eagerly() else exact_recurrence
+    # eagerly, it runs through the first layer's cached graph instead of step by step in Python.
+    recurrence = first._eager.recurrence if tf.executing_eagerly() else exact_recurrence
     outputs, final_h, final_c = recurrence(
         [tf.cast(x, dtype) for x in inputs_tm],
         [tf.cast(layer.input_kernel, dtype) for layer in layers],

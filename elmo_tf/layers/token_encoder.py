@@ -26,6 +26,8 @@ class TokenEncoder(keras.layers.Layer):
         projection_dim: the token vector size P.
         n_highway: highway layers.
         activation: the char CNN's `"relu"` or `"tanh"`.
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`initializers.initializer`; not part of the config).
 
     Example:
     >>> encoder = TokenEncoder(filters=[[1, 4], [2, 8]], char_embedding_dim=4, projection_dim=6,
@@ -35,7 +37,7 @@ class TokenEncoder(keras.layers.Layer):
     """
 
     def __init__(self, filters, char_embedding_dim, projection_dim, n_highway=0,
-                 activation="relu", **kwargs):
+                 activation="relu", initialize=True, **kwargs):
         super().__init__(**kwargs)
         self.filters = [[int(w), int(n)] for w, n in filters]
         self.char_embedding_dim = int(char_embedding_dim)
@@ -44,15 +46,16 @@ class TokenEncoder(keras.layers.Layer):
         self.activation = activation
         dtype = self.dtype_policy
         self.char_cnn = CharCNN(self.filters, self.char_embedding_dim, activation, dtype=dtype,
-                                name="char_cnn")
-        self.highways = [Highway(dtype=dtype, name=f"highway_{k}") for k in range(n_highway)]
+                                initialize=initialize, name="char_cnn")
+        self.highways = [Highway(initialize=initialize, dtype=dtype, name=f"highway_{k}")
+                         for k in range(n_highway)]
         self.projection = None
         width = self.char_cnn.output_dim
         if width != self.projection_dim:
             self.projection = keras.layers.Dense(
                 self.projection_dim, dtype=dtype, name="projection",
                 kernel_initializer=initializer(keras.initializers.RandomNormal(
-                    stddev=math.sqrt(1.0 / width))))
+                    stddev=math.sqrt(1.0 / width)), initialize))
 
     @classmethod
     def from_elmo_config(cls, config, **kwargs):

@@ -102,12 +102,6 @@ def families():
     return tuple(_FAMILIES.values())
 
 
-def family_named(name):
-    if name not in _FAMILIES:
-        raise ValueError(f"unknown model family {name!r}; registered: {list(_FAMILIES)}.")
-    return _FAMILIES[name]
-
-
 def family_for_objective(objective):
     """The family a recipe objective pre-trains."""
     for family in _FAMILIES.values():
@@ -128,14 +122,6 @@ def family_for_options(options, source="options"):
             f"families {[f.name for f in found]} all claim these options") +
             f" (registered: {list(_FAMILIES)}).")
     return found[0]
-
-
-def family_for_config(config):
-    """The family whose `config_class` `config` is."""
-    for family in _FAMILIES.values():
-        if type(config) is family.config_class:
-            return family
-    raise ValueError(f"no registered model family has a {type(config).__name__} config.")
 
 
 def family_for_preset(name):

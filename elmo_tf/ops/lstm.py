@@ -119,13 +119,6 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
     return outputs, final_h, final_c
 
 
-# For eager callers only (a graph builds the loop inline, in its own context): TF builds the
-# gradient of the loop's branch differently under XLA, and a trace shared across contexts (one
-# made by `fit` or an XLA inference step, reused by an XLA training step) fails to compile
-# ("OptionalFromValue").
-eager_exact_recurrence = tf.function(exact_recurrence, autograph=False, reduce_retracing=True)
-
-
 def reverse_valid_steps(time_major, lengths):
     """Reverses each row's first `lengths` steps of a time-major `[time, batch, ...]` tensor
     (padding stays at the end): a backward direction's reading order, and back."""

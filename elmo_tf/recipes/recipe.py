@@ -9,7 +9,6 @@ from elmo_tf.files import read_json
 from elmo_tf.models.family import (
     architecture,
     families,
-    family_for_config,
     family_for_objective,
     family_for_options,
 )

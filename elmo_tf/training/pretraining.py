@@ -27,7 +27,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.corpus import BUILTIN_CORPUS, CorpusStats, read_corpus
+from elmo_tf.data.corpus import BUILTIN_CORPUS, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
@@ -119,8 +119,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     elif done:
         logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
 
-    stats = CorpusStats()
-    dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
+    dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done,
                                 pad_to_buckets=lm.jit_compile)
     if validation is not None and is_multi_worker(strategy):
         logger.warning("validation is not run under multi-worker training (the workers would "
@@ -145,8 +144,6 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         history = lm.fit(dataset, epochs=intervals, initial_epoch=first,
                          steps_per_epoch=interval, validation_data=validation_data,
                          callbacks=callbacks, verbose=verbose, shuffle=False)
-    if stats.as_dict()["lines_read"]:  # not when the run had nothing left to train
-        stats.log()
     logs = {k: v[-1] for k, v in history.history.items()} if history.history else {}
     if any(not math.isfinite(v) for v in logs.values()) or lm.stop_training:
         raise FloatingPointError(
@@ -283,14 +280,14 @@ def _steps_per_epoch(recipe, size, pairs):
     return math.ceil(size["sentences"] * recipe.masks_per_sentence / recipe.batch_size)
 
 
-def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done, stats,
+def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done,
                       pad_to_buckets):
     """The endless, reproducible batch stream, each worker's share, past the `done` batches a
     resumed run has trained on (`pad_to_buckets`: sentence batches in few shapes, for XLA)."""
     replicas = strategy.num_replicas_in_sync
 
     def dataset_fn(context):
-        sentences = read_corpus(corpus, stats=stats, **read)
+        sentences = read_corpus(corpus, **read)
         if context.num_input_pipelines > 1:
             sentences = sentences.shard(context.num_input_pipelines, context.input_pipeline_id)
         local = replicas // context.num_input_pipelines  # this worker's replicas

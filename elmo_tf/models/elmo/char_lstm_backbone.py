@@ -2,7 +2,6 @@
 
 import keras
 
-from elmo_tf.layers.initializers import skip_initialization
 from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.models.backbone import Backbone, sentence_graph
 from elmo_tf.models.elmo import elmo_weights
@@ -24,6 +23,8 @@ class CharLSTMBackbone(Backbone):
         config: the subclass's `config_class` (or its `to_dict()`).
         stack: the LSTM stack (`BiLMStack`, `BiLSTMStack`), named "bilm".
         dtype: Keras dtype policy.
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`from_allennlp`; the subclass builds its stack so too).
 
     Example:
     >>> class MyBackbone(CharLSTMBackbone):
@@ -35,9 +36,10 @@ class CharLSTMBackbone(Backbone):
 
     config_class = ElmoConfig
 
-    def __init__(self, config, stack, dtype=None, **kwargs):
+    def __init__(self, config, stack, dtype=None, initialize=True, **kwargs):
         # === Layers ===
-        token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, name="token_encoder")
+        token_encoder = TokenEncoder.from_elmo_config(config, dtype=dtype, initialize=initialize,
+                                                      name="token_encoder")
 
         # === Functional Model ===
         super().__init__(**sentence_graph(config.max_characters_per_token, token_encoder, stack),
@@ -83,8 +85,7 @@ class CharLSTMBackbone(Backbone):
             **kwargs: the other constructor arguments (`dtype`, ...).
         """
         config = cls.config_class.from_options_json(options_file)
-        with skip_initialization():  # every weight is assigned from the file
-            backbone = cls(config, **kwargs)
+        backbone = cls(config, initialize=False, **kwargs)  # every weight is assigned next
         elmo_weights.load(backbone, weight_file)
         return backbone
 

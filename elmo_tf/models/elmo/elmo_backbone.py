@@ -32,6 +32,8 @@ class ElmoBackbone(CharLSTMBackbone):
         dropout: dropout on every LSTM layer's input in training (see `BiLMStack`); the
             pre-training recipes use 0.1, as the paper does.
         dtype: Keras dtype policy, e.g. `"mixed_bfloat16"` for fast CPU inference.
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`from_allennlp` builds so).
 
     Example:
     >>> backbone = ElmoBackbone.from_allennlp("options.json", "weights.hdf5")
@@ -41,7 +43,7 @@ class ElmoBackbone(CharLSTMBackbone):
     """
 
     def __init__(self, config, stateful=False, max_batch_size=128, dropout=0.0, dtype=None,
-                 **kwargs):
+                 initialize=True, **kwargs):
         kwargs = removed_implementation(kwargs)
         config = self.checked_config(config)
         # === Layers ===
@@ -49,10 +51,10 @@ class ElmoBackbone(CharLSTMBackbone):
                          cell_clip=config.cell_clip, proj_clip=config.proj_clip,
                          use_skip_connections=config.use_skip_connections, stateful=stateful,
                          max_batch_size=max_batch_size, dropout=dropout, dtype=dtype,
-                         name="bilm")
+                         initialize=initialize, name="bilm")
 
         # === Functional Model ===
-        super().__init__(config, bilm, dtype=dtype, **kwargs)
+        super().__init__(config, bilm, dtype=dtype, initialize=initialize, **kwargs)
 
     @property
     def stateful(self):

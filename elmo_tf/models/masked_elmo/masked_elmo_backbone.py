@@ -43,6 +43,8 @@ class MaskedElmoBackbone(CharLSTMBackbone):
             replica's batch size); None for a backbone that reads sentences only.
         dropout: dropout on every LSTM layer's input in training.
         dtype: Keras dtype policy.
+        initialize: False leaves the weights uninitialised, for weights about to be loaded
+            (`from_allennlp` builds so).
 
     Example:
     >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
@@ -53,7 +55,8 @@ class MaskedElmoBackbone(CharLSTMBackbone):
 
     config_class = MaskedElmoConfig
 
-    def __init__(self, config, stream_rows=None, dropout=0.0, dtype=None, **kwargs):
+    def __init__(self, config, stream_rows=None, dropout=0.0, dtype=None, initialize=True,
+                 **kwargs):
         config = self.checked_config(config)
         # === Layers ===
         stack = BiLSTMStack(config.n_layers, config.lstm_dim, config.projection_dim,
@@ -61,10 +64,10 @@ class MaskedElmoBackbone(CharLSTMBackbone):
                             cell_clip=config.cell_clip, proj_clip=config.proj_clip,
                             projection=config.lstm_projection, stateful=stream_rows is not None,
                             max_batch_size=stream_rows or 1, dropout=dropout, dtype=dtype,
-                            name="bilm")
+                            initialize=initialize, name="bilm")
 
         # === Functional Model ===
-        super().__init__(config, stack, dtype=dtype, **kwargs)
+        super().__init__(config, stack, dtype=dtype, initialize=initialize, **kwargs)
 
     @classmethod
     def checked_config(cls, config):

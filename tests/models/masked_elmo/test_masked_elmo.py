@@ -9,7 +9,6 @@ import tensorflow as tf
 
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
 from elmo_tf.data import build_vocabulary
-from elmo_tf.text import Vocabulary
 from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
 from elmo_tf.data.generated_corpus import GeneratedLanguage
 from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
