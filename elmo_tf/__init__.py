@@ -6,13 +6,14 @@ Example:
 >>> vectors = elmo([["The", "cat", "sat", "."], ["Hello", "", "", ""]])  # [2, 4, 2P]
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 
 __all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone",
-           "tokens_to_char_ids", "__version__"]
+           "MaskedElmoConfig", "tokens_to_char_ids", "__version__"]

@@ -5,8 +5,8 @@ Two kinds of source are read:
 * text files (a glob or a list of globs), one sentence per line, as in the 1B Word Benchmark
   (`training-monolingual.tokenized.shuffled/news.en-*`, 99 shards of pre-tokenized text);
 * `"tfds:NAME"` (e.g. `"tfds:lm1b"`, `"tfds:glue/sst2"`), a TensorFlow Datasets dataset that is
-  already prepared in a local data dir. Nothing is ever downloaded (`../shared/spec/ecosystem.md`
-  Q5 shows how to prepare `lm1b`/`glue` offline from the archives with `manual_dir`, and how to
+  already prepared in a local data dir. Nothing is ever downloaded (`docs/conventions.md` §8
+  says how to prepare `lm1b`/`glue` offline from their archives with `manual_dir`, and how to
   turn local text files into a TFDS dataset with `TfDataBuilder`).
 
 Tokenization happens here, in the `tf.data` pipeline, never in a model. Lines are processed in

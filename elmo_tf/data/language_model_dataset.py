@@ -1,6 +1,6 @@
 """Batches for `ElmoLanguageModel`: sentences -> char ids and target ids, in `tf.data`.
 
-Two batching modes (`../shared/spec/literature.md` §2.7):
+Two batching modes (`docs/conventions.md` §7):
 
 * ``"sentence"``: every sentence `<S> w1 .. wn </S>` is one row, batches are bucketed by length
   and right-padded; the forward stack predicts `w1 .. wn </S>` from `<S> .. wn`, the backward

@@ -30,7 +30,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
 
     Sentence mode: every sentence is one row (the backbone adds `<S>`/`</S>` itself),
     batches are bucketed by length (as ELMo's, `language_model_dataset`) and right-padded to
-    the longest of their rows. Its tokens are masked BERT's way (`MaskTokens`):
+    the longest of their rows. Its tokens are masked BERT's way:
     `rate` of them selected, 80 % replaced by the mask token, 10 % by a random word, 10 % kept
     (`elmo_tf.ops.masking.mask_tokens`).
 

@@ -1,4 +1,4 @@
-"""SavedModel export for TF Serving and TF Hub (`../shared/spec/elmo-reference.md` §5)."""
+"""SavedModel export for TF Serving and TF Hub (`docs/conventions.md` §5)."""
 
 import os
 import re

@@ -5,7 +5,6 @@ from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.bilstm_stack import BiLSTMStack
 from elmo_tf.layers.char_cnn import CharCNN
 from elmo_tf.layers.highway import Highway
-from elmo_tf.layers.mask_tokens import MaskTokens
 from elmo_tf.layers.projected_lstm import ProjectedLSTM
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
@@ -13,7 +12,6 @@ from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 
 __all__ = [
-    "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "MaskTokens",
-    "ProjectedLSTM",
+    "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "ProjectedLSTM",
     "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds",
 ]

@@ -13,7 +13,7 @@ from elmo_tf.ops.padding import sequence_lengths
 class BiLMStack(LSTMStack):
     """Token embeddings `[batch, time, P]` -> biLM layers `[batch, n_layers + 1, time, 2P]`.
 
-    `../shared/spec/elmo-reference.md` §4.3: a forward stack (`RNN_0`) reads each sentence left
+    `docs/conventions.md` §4.3: a forward stack (`RNN_0`) reads each sentence left
     to right and a backward stack (`RNN_1`) reads it right to left; layer k of a direction reads
     only that direction's layer k - 1; from the second layer on, a layer's input is added to its
     output (`use_skip_connections`). Output layer 0 is the token embedding duplicated,

@@ -20,7 +20,7 @@ CHUNK_BYTES = {"CPU": 14 << 20, "GPU": 1 << 30}
 class CharCNN(keras.layers.Layer):
     """Char ids `[batch, time, chars]` -> token features `[batch, time, sum(n_filters)]`.
 
-    bilm-tf's `CNN` block (`../shared/spec/elmo-reference.md` §4.1): a char embedding whose id 0
+    bilm-tf's `CNN` block (`docs/conventions.md` §4.1): a char embedding whose id 0
     is a fixed zero row (the weight holds the 261 learned rows, as `char_embed` in the released
     hdf5), then for each `(width, n_filters)` a VALID convolution over the char axis, the max over
     positions, and the activation. Within a token nothing is masked: the padding char has a

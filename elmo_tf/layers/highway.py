@@ -12,7 +12,7 @@ from elmo_tf.layers.initializers import initializer
 class Highway(keras.layers.Layer):
     """`y = t * relu(x @ W_transform + b_transform) + (1 - t) * x`, `t = sigmoid(x @ W_carry + b_carry)`.
 
-    Exactly bilm-tf's `CNN_high_k` (`../shared/spec/elmo-reference.md` §3): the gate computed from
+    Exactly bilm-tf's `CNN_high_k` (`docs/conventions.md` §3): the gate computed from
     `W_carry` multiplies the *transform* branch, despite its name, and the non-linearity is ReLU
     whatever `char_cnn.activation` says. Weights keep the hdf5 names and `[in, out]` layout.
     bilm-tf's initialisation: kernels N(0, 1/sqrt(dim)), `b_carry` -2 (starts near pass-through).

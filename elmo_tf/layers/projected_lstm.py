@@ -1,7 +1,7 @@
 """`ProjectedLSTM`: ELMo's LSTM with projection and clipping, and the exact kernel that runs it.
 
 The cell is TF1's `LSTMCell(C, num_proj=P, cell_clip, proj_clip)` with `forget_bias=1.0`
-(`../shared/spec/elmo-reference.md` §4.2):
+(`docs/conventions.md` §4.2):
 
     z   = x_t @ W_x + h_{t-1} @ W_h + B            # gates i, j, f, o
     c_t = clip(sigmoid(f + 1) * c_{t-1} + sigmoid(i) * tanh(j), +-cell_clip)

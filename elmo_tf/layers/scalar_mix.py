@@ -8,7 +8,7 @@ import tensorflow as tf
 class ScalarMix(keras.layers.Layer):
     """`gamma * sum_k softmax(w)_k * f(layer_k)`, then dropout: `[batch, L, time, D]` -> `[batch, time, D]`.
 
-    AllenNLP's `ScalarMix` / bilm-tf's `weight_layers` (`../shared/spec/elmo-reference.md` §4.6):
+    AllenNLP's `ScalarMix` / bilm-tf's `weight_layers` (`docs/conventions.md` §4.6):
     `w` starts at 0 and `gamma` at 1; `f` is the identity, or with `do_layer_norm` a masked
     normalisation with one mean and variance per layer for the **whole batch** (all valid
     positions and all features; AllenNLP's convention, `<S>`/`</S>` included when the caller

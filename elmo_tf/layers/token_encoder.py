@@ -14,7 +14,7 @@ class TokenEncoder(keras.layers.Layer):
     """ELMo's token encoder, shared by every backbone: `[batch, time, chars]` char ids ->
     `[batch, time, projection_dim]` token vectors in the compute dtype.
 
-    bilm-tf's character encoder (`../shared/spec/elmo-reference.md` §4.1): `CharCNN`, then
+    bilm-tf's character encoder (`docs/conventions.md` §4.1): `CharCNN`, then
     `n_highway` `Highway` layers, then a linear projection to `projection_dim` when the CNN's
     width differs from it (bilm-tf has none otherwise, and neither has its weight file). Each
     token is encoded on its own: no context, no mask (a padding token gets a fixed vector).

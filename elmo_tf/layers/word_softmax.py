@@ -13,7 +13,7 @@ from elmo_tf.ops.softmax import full_softmax_nll, sampled_softmax_nll
 class WordSoftmax(keras.layers.Layer):
     """Hidden states `[n, P]` and target word ids `[n]` -> each row's negative log-likelihood.
 
-    bilm-tf's softmax (`../shared/spec/literature.md` §2.4-2.5): `kernel` `[V, P]` and `bias`
+    bilm-tf's softmax (`docs/conventions.md` §7): `kernel` `[V, P]` and `bias`
     `[V]`, not tied to the input embeddings. Its dtype is float32 unless another is given (a
     mixed global policy does not apply): a bfloat16 model's loss stays float32. In training the
     loss is the sampled softmax's when the vocabulary is larger than `num_negatives`:

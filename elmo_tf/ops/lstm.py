@@ -1,5 +1,5 @@
 """The exact projected-LSTM recurrence: one `tf.while_loop` over time for several independent
-directions, with ELMo's clips (`../shared/spec/elmo-reference.md` §4.2). Any stack of
+directions, with ELMo's clips (`docs/conventions.md` §4.2). Any stack of
 `ProjectedLSTM`s runs through it (`ProjectedLSTM`, `BiLMStack`), under `tf.function` and XLA,
 gradients included.
 """

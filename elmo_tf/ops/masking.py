@@ -1,5 +1,6 @@
-"""BERT's masked-LM corruption of char-id sentences, as a stateless op (the `MaskTokens`
-layer draws its seeds): which tokens to predict, and what the model reads in their place."""
+"""BERT's masked-LM corruption of char-id sentences, as a stateless op (Masked ELMo's batches,
+`masked_language_model_dataset`, draw its seeds): which tokens to predict, and what the model
+reads in their place."""
 
 import tensorflow as tf
 

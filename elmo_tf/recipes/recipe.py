@@ -21,7 +21,7 @@ class Recipe:
     """A pre-training recipe: the model's shape, the objective and the training hyper-parameters.
 
     The named recipes (`Recipe.names()`): `elmo_original` is the paper's run
-    (`../shared/spec/literature.md` §2.7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2 highways,
+    (`docs/conventions.md` §7: 2x4096/512 LSTMs, the 2048-filter char CNN, 2 highways,
     clips 3, stream batches of 20-token windows, 8192 sampled negatives, dropout 0.1, Adagrad 0.2
     with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128 rows on each of 3
     GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train the released

@@ -1,6 +1,6 @@
 """ELMo's character ids: string tokens -> int32 `[..., max_characters_per_token]`.
 
-The encoding is bilm-tf's / AllenNLP's (`../shared/spec/elmo-reference.md` §1): the UTF-8 bytes of
+The encoding is bilm-tf's / AllenNLP's (`docs/conventions.md` §1): the UTF-8 bytes of
 a token, cut to `max_characters_per_token - 2` bytes (the cut is byte-wise and may split a multi-byte
 character), wrapped in begin/end-of-word, padded with the padding char, and shifted by +1 so that 0
 is free for a padding *token* (an all-zero row). The literal tokens `<S>` and `</S>` map to the
@@ -21,7 +21,7 @@ PAD_CHAR = 260
 # Masked ELMo's mask token: `[BOW, 255, EOW, PAD...]`, built like `<S>`/`</S>` from one char
 # id between begin and end of word. 255 is a byte UTF-8 never produces, so no text token has
 # these ids, and it is a row the released char embedding table already has (262 rows): the
-# released ids are unchanged. Only `MaskTokens` writes it; no string maps to it.
+# released ids are unchanged. Only `elmo_tf.ops.masking` writes it; no string maps to it.
 MASK_CHAR = 255
 MAX_CHARACTERS_PER_TOKEN = 50
 N_CHAR_IDS = PAD_CHAR + 2  # shifted ids 0 (a padding token) to 261: the char CNN's table

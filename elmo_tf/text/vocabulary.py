@@ -2,7 +2,7 @@
 a corpus).
 
 A vocabulary file lists one token per line, UTF-8, and contains `<S>`, `</S>` and `<UNK>`
-(`../shared/spec/elmo-reference.md` §6). As in bilm-tf's README, the specials come first and the
+(`docs/conventions.md` §6). As in bilm-tf's README, the specials come first and the
 words follow by descending corpus frequency: the training softmax samples negatives with TF's
 log-uniform (Zipfian) candidate sampler, which assumes that a smaller id means a more frequent word.
 

@@ -15,7 +15,7 @@ class ElmoBackbone(CharLSTMBackbone):
 
     The model adds `<S>`/`</S>` itself, encodes every token with the char CNN, highways and
     projection, runs the two LSTM stacks and removes the boundaries again
-    (`../shared/spec/elmo-reference.md` §4). It is stateless by default: every call starts from
+    (`docs/conventions.md` §4). It is stateless by default: every call starts from
     zero state, so a sentence always gets the same vectors whatever else is in the batch.
     `stateful=True` reproduces the reference implementations' state carried per batch row
     (see `BiLMStack`); `reset_states()` clears it.

@@ -22,7 +22,7 @@ _CHAR_CNN_KEYS = {"embedding": True, "filters": True, "activation": True,
 
 @dataclasses.dataclass(frozen=True)
 class ElmoConfig:
-    """The architecture of an ELMo biLM (bilm-tf's options.json, `../shared/spec/elmo-reference.md` §2).
+    """The architecture of an ELMo biLM (bilm-tf's options.json, `docs/conventions.md` §2).
 
     Fields left out of an options.json take bilm-tf's meaning of a missing key: no clipping, no
     skip connections, no highway layers.

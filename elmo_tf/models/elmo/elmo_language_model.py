@@ -14,7 +14,7 @@ TARGET_KEYS = ("forward_targets", "backward_targets")
 class ElmoLanguageModel(LanguageModel):
     """Pre-trains an `ElmoBackbone` as ELMo's bidirectional language model.
 
-    `../shared/spec/literature.md` §2.4-2.5: the forward stack predicts the next token and the
+    `docs/conventions.md` §7: the forward stack predicts the next token and the
     backward stack the previous one; one softmax (`softmax`, a `WordSoftmax`) serves both
     directions; the loss is `0.5 * (forward mean NLL + backward mean NLL)`. In training the
     softmax is sampled: `num_negatives` candidates per batch, drawn once for both directions

@@ -1,6 +1,6 @@
 """Reading and writing the released AllenNLP/bilm-tf `*_weights.hdf5` layout.
 
-`../shared/spec/elmo-reference.md` §3: one float32 dataset per tensor, named as bilm-tf's
+`docs/conventions.md` §3: one float32 dataset per tensor, named as bilm-tf's
 `dump_weights` writes them. The model's variables keep the file's layouts, so loading is a
 reshape (`CNN/W_cnn_i` drops its leading 1) or a row split (an LSTM's `W_0` is
 `[input_kernel; recurrent_kernel]`); the char embedding's zero padding row is added by `CharCNN`

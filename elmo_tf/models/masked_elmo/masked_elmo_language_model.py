@@ -12,7 +12,7 @@ class MaskedElmoLanguageModel(LanguageModel):
     """Pre-trains a `MaskedElmoBackbone` with BERT's masked-LM objective.
 
     The backbone reads sentences in which some tokens were masked
-    (`elmo_tf.data.masked_language_model_dataset`, `MaskTokens`); at every selected position a
+    (`elmo_tf.data.masked_language_model_dataset`, `elmo_tf.ops.masking`); at every selected position a
     softmax over the word vocabulary (`WordSoftmax`: sampled, log-uniform, accidental hits
     removed, in training when the vocabulary is larger than `num_negatives`; full otherwise
     and in evaluation) predicts the original token from `[forward; backward]` of the top layer

@@ -15,6 +15,7 @@ from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
+from tests.checks import run_task_test
 from tests.conftest import CPU_ONLY_ENV, assert_serializable, keras_sees_a_gpu
 
 
@@ -96,6 +97,24 @@ def test_empty_texts_get_the_prediction_of_an_empty_sentence():
     pair = SentencePairClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
                                   hidden_dim=4)
     assert pair({"text_a": tf.constant([""]), "text_b": tf.constant([""])}).shape == (1, 2)
+
+
+@pytest.mark.parametrize("task", ["classifier", "pair_regressor", "tagger"])
+def test_every_task_keeps_the_task_contract(task, tmp_path):
+    models = {
+        "classifier": lambda: TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4),
+        "pair_regressor": lambda: SentencePairClassifier(_embedding(), labels=None,
+                                                         encoder_units=4, hidden_dim=4),
+        "tagger": lambda: SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=4)}
+    model = models[task]()
+    texts = [("a b c", "d e"), ("f", "g h i")] if task == "pair_regressor" else \
+        [("a b c",), ("d",)]
+    labels = {"classifier": [0, 1], "pair_regressor": [0.5, 2.0],
+              "tagger": [[1, 0, 1], [0]]}[task]
+    targets = model.targets(labels)
+    if isinstance(targets, tf.RaggedTensor):
+        targets = targets.to_tensor(0)
+    run_task_test(model, model.inputs_for(texts), targets, tmp_path, loss=model.task_loss())
 
 
 def test_a_classifier_and_a_regressor_learn():

@@ -10,6 +10,7 @@ from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
 from elmo_tf.optimizers import SparseAdagrad
+from tests.checks import run_task_test
 from tests.conftest import assert_serializable
 
 CONFIG = ElmoConfig(lstm_dim=12, projection_dim=6, n_layers=2, char_embedding_dim=4,
@@ -237,6 +238,15 @@ def test_bad_inputs_and_targets_name_what_is_accepted():
         _lm(vocabulary_size=2)
     with pytest.raises(ValueError, match="num_negatives"):
         _lm(num_negatives=0)
+
+
+def test_keeps_the_task_contract(tmp_path):
+    rng = np.random.default_rng(7)
+    ids = _char_ids(rng, 2, 5, lengths=[5, 3])
+    targets = {"forward_targets": rng.integers(0, 40, (2, 5)),
+               "backward_targets": rng.integers(0, 40, (2, 5))}
+    targets["forward_targets"][1, 3:] = targets["backward_targets"][1, 3:] = -1
+    run_task_test(_lm(), {"char_ids": ids}, targets, tmp_path)
 
 
 def test_serialization_round_trip():

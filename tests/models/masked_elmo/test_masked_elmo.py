@@ -18,6 +18,7 @@ from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.ops.masking import mask_tokens
+from tests.checks import run_backbone_test, run_task_test
 from tests.conftest import assert_skipping_resumes_exactly
 
 TOKENS = [["a", "bb", "ccc"], ["dddd", "", ""]]
@@ -205,17 +206,21 @@ def test_stream_training_carries_state_in_mixed_precision_under_xla(corpus):
     assert restored.stream_rows == 4 and restored.get_config() == backbone.get_config()
 
 
-def test_keras_round_trip(tmp_path, corpus):
+def test_keeps_the_backbone_contract(tmp_path):
+    _tiny_backbone().save_allennlp(tmp_path / "w.hdf5", tmp_path / "o.json")
+    run_backbone_test(lambda **kwargs: MaskedElmoBackbone.from_allennlp(
+        tmp_path / "o.json", tmp_path / "w.hdf5", **kwargs), tmp_path)
+
+
+def test_keeps_the_task_contract(tmp_path, corpus):
     _, vocabulary = corpus
     model = MaskedElmoLanguageModel(_tiny_backbone(dropout=0.1), len(vocabulary),
                                     num_negatives=8)
     char_ids = tokens_to_char_ids(TOKENS)
-    expected = model({"char_ids": char_ids})
-    model.save(tmp_path / "m.keras")
-    restored = keras.models.load_model(tmp_path / "m.keras")
+    targets = np.array([[3, -1, 5], [-1, -1, -1]], np.int32)
+    run_task_test(model, {"char_ids": char_ids}, {"targets": targets}, tmp_path)
+    restored = keras.models.load_model(tmp_path / "task.keras")
     assert isinstance(restored.backbone, MaskedElmoBackbone) and restored.backbone.dropout == 0.1
-    np.testing.assert_array_equal(restored({"char_ids": char_ids}), expected)
-    assert restored.get_config() == model.get_config()
 
 
 def test_embedding_export_and_dump_take_a_masked_elmo_backbone(tmp_path):

@@ -1,14 +1,11 @@
-"""BERT's masking (`mask_tokens`, `MaskTokens`): rates, what is never selected, seeds, the mask
-token's char ids."""
+"""BERT's masking (`mask_tokens`): rates, what is never selected, seeds, the mask token's char
+ids."""
 
-import keras
 import numpy as np
-import pytest
 import tensorflow as tf
 
-from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids, tokens_to_char_ids
-from elmo_tf.layers.mask_tokens import MaskTokens
 from elmo_tf.ops.masking import mask_tokens, replacement_table
+from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids, tokens_to_char_ids
 
 # The specials anywhere (a user's vocabulary file): random replacements are words only.
 VOCAB = [f"w{i}" for i in range(50)] + ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(50, 97)]
@@ -67,18 +64,6 @@ def test_the_same_seed_gives_the_same_masking_and_another_seed_another():
     assert (a[1].numpy() != c[1].numpy()).any()
 
 
-def test_the_layer_draws_a_new_seeded_masking_per_call_in_tf_data_too():
-    char_ids, word_ids, _ = _batch(rows=8)
-    runs = []
-    for _ in range(2):
-        layer = MaskTokens(VOCAB, seed=7)
-        data = tf.data.Dataset.from_tensors((char_ids, word_ids)).repeat(3).map(layer)
-        runs.append([t.numpy() for _, t in data])
-    for x, y in zip(*runs):
-        np.testing.assert_array_equal(x, y)
-    assert (runs[0][0] != runs[0][1]).any()
-
-
 def test_no_text_token_has_the_mask_tokens_char_ids():
     # 255 is a byte UTF-8 never produces: no string, "<MASK>" and "ÿ" (U+00FF) included, maps
     # to the mask token, and the released ids of <S>, </S> are unchanged.
@@ -86,20 +71,3 @@ def test_no_text_token_has_the_mask_tokens_char_ids():
     assert not (ids == MASK_IDS).all(-1).any()
     assert ids[4, :3].tolist() == [259, 257, 260]
     assert MASK_IDS[:3] == [259, 256, 260]
-
-
-def test_config_round_trip_and_bad_rates(tmp_path):
-    layer = MaskTokens(VOCAB, rate=0.2, seed=3)
-    restored = MaskTokens.from_config(layer.get_config())
-    assert restored.get_config() == layer.get_config()
-    # A saved model holding the layer reloads (the vocabulary is in its config).
-    char_ids, word_ids, _ = _batch(rows=3)
-    inputs = keras.Input((None, 50), dtype="int32"), keras.Input((None,), dtype="int32")
-    model = keras.Model(inputs, layer(*inputs))
-    model.save(tmp_path / "m.keras")
-    reloaded = keras.models.load_model(tmp_path / "m.keras")
-    assert reloaded.layers[-1].get_config() == layer.get_config()
-    with pytest.raises(ValueError, match="mask_rate \\+ random_rate must be at most 1"):
-        MaskTokens(VOCAB, mask_rate=0.9, random_rate=0.2)
-    with pytest.raises(ValueError, match="rate must be in \\[0, 1\\]; got 1.5"):
-        MaskTokens(VOCAB, rate=1.5)
