@@ -138,7 +138,7 @@ def read_corpus(source, *, tokenizer="whitespace", max_tokens_per_line=400, tfds
         source, lines_per_batch=_LINES_PER_BATCH, tokenizer=tokenizer,
         max_tokens_per_line=max_tokens_per_line, tfds_data_dir=tfds_data_dir,
         tfds_split=tfds_split, text_feature=text_feature, shuffle_files=shuffle_files, seed=seed)
-    # Unbatching dense rows and cutting each to its length is about twice as fast as unbatching
+    # Unbatching dense rows and cutting each to its length is faster than unbatching
     # the ragged batch, and gives a `TensorSpec` (which `padded_batch` needs).
     return (batches.map(lambda sentences: (sentences.to_tensor(), sentences.row_lengths()))
             .unbatch()

@@ -9,10 +9,9 @@ from elmo_tf.ops.chunking import compute_device_type, map_in_chunks
 from elmo_tf.layers.initializers import initializer
 
 # Memory for the intermediate tensors of one chunk of tokens, by device. On a CPU a chunk that
-# stays in cache is fastest (32 tokens of the released CNN, ~450 kB each: 3-4 % faster than 27
-# or 37, measured), and keeps the peak memory of inference small; on a GPU few large chunks keep
-# the device busy (fixed 32-token chunks made the char CNN 90 % of an H100 training step: ~530
-# small kernels in a row).
+# stays in cache is fastest and keeps the peak memory of inference small; on a GPU few large
+# chunks keep the device busy (small fixed chunks ran hundreds of small kernels in a row).
+# Figures: docs/benchmarks.md, "The char CNN's chunks".
 CHUNK_BYTES = {"CPU": 14 << 20, "GPU": 1 << 30}
 
 

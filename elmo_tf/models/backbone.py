@@ -154,8 +154,8 @@ class Backbone(keras.Model):
 
         Same outputs as calling the model with `training=False`, through cached graphs (no
         retracing per shape). On a CPU one graph serves every shape. On a GPU the graph is
-        compiled with XLA (on an H100, float32: 1.3-4.6x the throughput of the plain graph at
-        1-1024 sentences of 20 tokens), and XLA compiles once per input shape: the batch and
+        compiled with XLA (several times the plain graph's throughput: docs/benchmarks.md), and
+        XLA compiles once per input shape: the batch and
         time axes are padded to shape buckets (at most four sizes per doubling: each axis grows by less
         than 25 %; a stateful model's batch is not padded, its rows are its state), and the
         padding is dropped from the outputs. The input is checked first (XLA drops run-time

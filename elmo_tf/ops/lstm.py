@@ -14,15 +14,10 @@ def zero_state(batch, projection_dim, units):
 
 # At most this many rows (steps x batch) of gate inputs are computed by one matmul and kept, by
 # device type. On a CPU, 384 rows (24 MiB per direction for the released model, however long
-# the batch): as fast as one matmul over a whole 32 x 20 batch (measured), with about 70 MiB
-# less peak memory. On a GPU, no bound (None): one matmul for all steps and no branch in the
-# loop (XLA runs a branch by reading its predicate back to the host; likely the cost, not
-# profiled). On an H100, embed at 1x20 / 32x20 / 64x40 / 1024x20 with TF32: 3.5k / 94k / 178k /
-# 471k tokens/s against 2.3k / 52k / 111k / 393k with 384-row chunks; bfloat16 at 1024x20:
-# 874k against 420k with 8192-row chunks. Two runs of two trees (the first TF32 figures with
-# embed traced per shape bucket), not one A/B: bench/results/gpu.json; bench/gpu.py now has the
-# A/B in one process. The cost: the gates of every step at once, 4C floats per token and
-# direction (1.4 GiB per direction for 1024 x 20 tokens of the released model in float32).
+# the batch): as fast as one matmul over the whole batch, with less peak memory. On a GPU, no
+# bound (None): one matmul for all steps and no branch in the loop (XLA runs a branch by reading
+# its predicate back to the host), much faster; the cost is the gates of every step at once, 4C
+# floats per token and direction. Figures: docs/benchmarks.md, "The LSTM's gate chunks".
 GATE_ROWS_PER_CHUNK = {"CPU": 384, "GPU": None}
 
 

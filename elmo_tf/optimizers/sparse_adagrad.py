@@ -17,9 +17,8 @@ class SparseAdagrad(ReplicaSumClipping, keras.optimizers.Adagrad):
     * A row-sparse gradient (`tf.IndexedSlices`: the sampled softmax's gradient of its `[V, P]`
       kernel, an embedding lookup's) updates only the rows it touches, after summing the
       gradients of rows that appear more than once, as TF1's sparse Adagrad did. Keras densifies
-      it and takes the square root of the whole accumulator every step: for the released
-      793k-word softmax its update is 6x (elmo_original) to 10x (elmo_small) slower on CPU, 40 %
-      of an elmo_original step (`bench/results/training-cpu.json`). Rows a step does not touch
+      it and takes the square root of the whole accumulator every step, several times slower
+      for the released 793k-word softmax (docs/benchmarks.md). Rows a step does not touch
       are unchanged either way (a zero gradient leaves both the accumulator and the weights as
       they are), so the results are the same. (Under `mixed_float16`, Keras's
       `LossScaleOptimizer` still densifies the gradient to check that it is finite.)
