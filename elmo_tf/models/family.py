@@ -47,6 +47,10 @@ class Family:
         """Whether an options.json (a dict) carries this family's mark."""
         return False
 
+    def training_options(self, recipe):
+        """The family's own training keys of options.json for `recipe` (a dict; none here)."""
+        return {}
+
     def recipe_problems(self, recipe):
         """What makes `recipe` wrong for this family (a list of strings; the `Recipe` checks its
         own fields)."""

@@ -50,10 +50,10 @@ class LanguageModel(Task, keras.Model):
     def num_negatives(self):
         return self.softmax.num_negatives
 
-    def top_layer(self, layers, training):
-        """The top layer of `layers` (`[batch, num_layers, time, width]`) as float32, dropped out
-        in training."""
-        top = tf.cast(layers[:, -1], "float32")
+    def top_layer(self, layers, training, index=-1):
+        """The top layer of `layers` (`[batch, num_layers, time, width]`; or the layer at
+        `index`) as float32, dropped out in training."""
+        top = tf.cast(layers[:, index], "float32")
         if training and self.dropout > 0:
             top = tf.nn.dropout(top, rate=self.dropout)
         return top

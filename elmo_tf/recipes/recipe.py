@@ -63,8 +63,11 @@ class Recipe:
             accumulation, `elmo_tf.data.masked_language_model_dataset`).
         selection_rate: masked LM: the fraction of tokens each masking selects for prediction
             (BERT's 15 %; of those, 80 % become the mask token, 10 % a random word).
-        (`masks_per_sentence` and `selection_rate` are the masked LM's, `Family.recipe_fields`:
-        other objectives leave them at their defaults.)
+        next_token_weight: masked LM, sentence batches: the weight of ELMo's next-token loss on
+            the first layer, added to the masked LM's (0: BERT's loss alone;
+            `MaskedElmoLanguageModel`, `docs/masked_elmo.md`).
+        (`masks_per_sentence`, `selection_rate` and `next_token_weight` are the masked LM's,
+        `Family.recipe_fields`: other objectives leave them at their defaults.)
 
     Example:
     >>> recipe = Recipe.from_name("tiny")
@@ -91,6 +94,7 @@ class Recipe:
     objective: str = "bilm"
     masks_per_sentence: int = 1
     selection_rate: float = 0.15
+    next_token_weight: float = 0.0
 
     def __post_init__(self):
         problems = self._family_problems()
@@ -101,6 +105,11 @@ class Recipe:
                             f"{self.optimizer!r}")
         if not (isinstance(self.selection_rate, (int, float)) and 0 < self.selection_rate <= 1):
             problems.append(f"selection_rate must be in (0, 1]; got {self.selection_rate!r}")
+        if not (isinstance(self.next_token_weight, (int, float))
+                and not isinstance(self.next_token_weight, bool)
+                and math.isfinite(self.next_token_weight) and self.next_token_weight >= 0):
+            problems.append(f"next_token_weight must be a number >= 0; got "
+                            f"{self.next_token_weight!r}")
         problems += positive_int_problems(**{
             name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
                                                    "epochs", "min_count", "shuffle_buffer",
@@ -214,12 +223,14 @@ class Recipe:
         return cls.from_name(name_or_path)  # the error names the recipes
 
     def training_options(self, vocabulary_size, n_train_tokens):
-        """bilm-tf's training keys of options.json for this recipe."""
+        """The training keys of options.json for this recipe: bilm-tf's, and the family's own
+        (`Family.training_options`)."""
         return {"batch_size": self.batch_size, "bidirectional": True, "dropout": self.dropout,
                 "n_epochs": self.epochs, "n_negative_samples_batch": self.num_negatives,
                 "n_tokens_vocab": vocabulary_size, "n_train_tokens": n_train_tokens,
                 "unroll_steps": self.window, "all_clip_norm_val": self.clip_norm,
-                "sample_softmax": vocabulary_size > self.num_negatives}
+                "sample_softmax": vocabulary_size > self.num_negatives,
+                **self.family.training_options(self)}
 
 
 def _masked(name, base, **kwargs):

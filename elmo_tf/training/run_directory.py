@@ -119,9 +119,10 @@ class RunDirectory:
 
 def recipe_settings(recipe):
     """The recipe as run.json records it (plain JSON values): without the fields other
-    families own (`Family.recipe_fields`), and, for ELMo's objective (the only one before
-    there were families) and bilm-tf's optimizer, without `objective` and `optimizer`, as
-    runs recorded them before those fields existed, so that those runs resume."""
+    families own (`Family.recipe_fields`), and without the fields added to recipes after runs
+    recorded them when they hold their defaults (`objective`: ELMo's, the only one before
+    there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`: 0), so that
+    those runs resume."""
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
     for family in families():
@@ -129,8 +130,8 @@ def recipe_settings(recipe):
             for name in family.recipe_fields:
                 values.pop(name, None)
     defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
-    for name in ("objective", "optimizer"):  # the defaults: as before the fields existed
-        if values[name] == defaults[name]:
+    for name in ("objective", "optimizer", "next_token_weight"):  # as before they existed
+        if name in values and values[name] == defaults[name]:
             del values[name]
     return json.loads(json.dumps(values))
 

@@ -106,3 +106,27 @@ def test_run_json_records_the_recipe_as_runs_before_its_new_fields_did(name):
     # The optimizer is left out at the value runs had before the field existed (Adagrad), so
     # those runs resume.
     assert ("optimizer" in settings) == (recipe.optimizer != "adagrad"), settings
+
+
+def test_the_masked_lm_options_round_trip_through_recipes_run_records_and_options_json():
+    from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
+    from elmo_tf.training.run_directory import recipe_settings
+
+    recipe = Recipe.from_dict({"base": "tiny_masked", "selection_rate": 0.4,
+                               "next_token_weight": 0.5})
+    settings = recipe_settings(recipe)
+    assert (settings["selection_rate"], settings["next_token_weight"]) == (0.4, 0.5)
+    assert Recipe.from_dict(settings) == dataclasses.replace(recipe, name=settings["name"])
+    options = dataclasses.replace(recipe.model,
+                                  training=recipe.training_options(100, 1000)).to_options()
+    assert options["masked_lm"] == {"masks_per_sentence": 1, "selection_rate": 0.4,
+                                    "next_token_weight": 0.5}
+    assert MaskedElmoConfig.from_options(options).training["masked_lm"] == options["masked_lm"]
+    # Run records of masked runs from before the field existed hold no next_token_weight.
+    assert "next_token_weight" not in recipe_settings(Recipe.from_name("tiny_masked"))
+    with pytest.raises(ValueError, match="next_token_weight .*takes mode 'sentence'"):
+        Recipe.from_dict({"base": "masked_elmo_small", "next_token_weight": 1.0})
+    with pytest.raises(ValueError, match="next_token_weight is the 'masked_lm' objective's"):
+        Recipe.from_dict({"base": "tiny", "next_token_weight": 1.0})
+    with pytest.raises(ValueError, match="next_token_weight must be a number >= 0"):
+        Recipe.from_dict({"base": "tiny_masked", "next_token_weight": -1})

@@ -65,8 +65,9 @@ class ElmoConfig:
     n_characters: int = 262
     training: dict = dataclasses.field(default_factory=dict, compare=False)
 
-    # options.json's `lstm` keys this architecture reads: {key: required}.
+    # options.json's `lstm` keys this architecture reads: {key: required}; its training keys.
     LSTM_KEYS = _LSTM_KEYS
+    TRAINING_KEYS = TRAINING_KEYS
 
     def __post_init__(self):
         problems = self.problems()
@@ -113,9 +114,10 @@ class ElmoConfig:
         if self.n_characters not in (261, 262):
             problems.append(f"n_characters must be 261 (training) or 262 (inference); got "
                             f"{self.n_characters!r}")
-        unknown = sorted(set(self.training) - set(TRAINING_KEYS))
+        unknown = sorted(set(self.training) - set(self.TRAINING_KEYS))
         if unknown:
-            problems.append(f"unknown training keys {unknown}; accepted: {list(TRAINING_KEYS)}")
+            problems.append(f"unknown training keys {unknown}; accepted: "
+                            f"{list(self.TRAINING_KEYS)}")
         return problems
 
     @property
@@ -161,10 +163,10 @@ class ElmoConfig:
         """Builds a config from a parsed options.json dict; errors name the bad keys."""
         if not isinstance(options, dict):
             raise ValueError(f"{source}: expected a JSON object; got {type(options).__name__}.")
-        unknown = sorted(set(options) - {"lstm", "char_cnn", *TRAINING_KEYS})
+        unknown = sorted(set(options) - {"lstm", "char_cnn", *cls.TRAINING_KEYS})
         if unknown:
             raise ValueError(f"{source}: unknown keys {unknown}; accepted: 'lstm', 'char_cnn' and "
-                             f"the training keys {list(TRAINING_KEYS)}.")
+                             f"the training keys {list(cls.TRAINING_KEYS)}.")
         lstm = _section(options, "lstm", cls.LSTM_KEYS, source,
                         hint=f" ({cls.__name__}'s; the options of another model family? "
                              "elmo_tf.models.load_backbone builds any family's model)")
@@ -182,7 +184,7 @@ class ElmoConfig:
                 n_highway=cnn.get("n_highway") or 0, activation=cnn["activation"],
                 max_characters_per_token=cnn["max_characters_per_token"],
                 n_characters=cnn["n_characters"],
-                training={k: options[k] for k in TRAINING_KEYS if k in options},
+                training={k: options[k] for k in cls.TRAINING_KEYS if k in options},
                 **cls.fields_from_lstm_options(lstm))
         except (TypeError, ValueError) as error:
             raise ValueError(f"{source}: {error}") from None

@@ -14,7 +14,9 @@ class MaskedElmoConfig(ElmoConfig):
 
     In options.json it is marked by elmo-tf's own key `lstm.fully_bidirectional: true`
     (released ELMo files never have it), and cells without projection by `lstm.projection:
-    false`.
+    false`; a trained model's training keys also hold how its masked LM was trained
+    (`"masked_lm": {"selection_rate": ..., "masks_per_sentence": ...,
+    "next_token_weight": ...}`).
 
     Args:
         (those of `ElmoConfig`, and)
@@ -30,6 +32,7 @@ class MaskedElmoConfig(ElmoConfig):
     lstm_projection: bool = True
 
     LSTM_KEYS = {**ElmoConfig.LSTM_KEYS, "fully_bidirectional": True, "projection": False}
+    TRAINING_KEYS = (*ElmoConfig.TRAINING_KEYS, "masked_lm")
     PRESETS = MASKED_ELMO_PRESETS
     ALIASES = {}
 

@@ -29,17 +29,24 @@ class MaskedElmoFamily(Family):
     objective = "masked_lm"
     config_class = MaskedElmoConfig
     backbone_class = MaskedElmoBackbone
-    recipe_fields = ("masks_per_sentence", "selection_rate")
+    recipe_fields = ("masks_per_sentence", "selection_rate", "next_token_weight")
 
     def describes(self, options):
         lstm = options.get("lstm")
         return isinstance(lstm, dict) and "fully_bidirectional" in lstm
 
     def recipe_problems(self, recipe):
+        problems = []
         if recipe.mode == "stream" and recipe.masks_per_sentence != 1:
-            return ["masks_per_sentence (mask accumulation) copies sentences: it takes mode "
-                    "'sentence'; stream batches take 1"]
-        return []
+            problems.append("masks_per_sentence (mask accumulation) copies sentences: it takes "
+                            "mode 'sentence'; stream batches take 1")
+        if recipe.mode == "stream" and recipe.next_token_weight:
+            problems.append("next_token_weight (the first layer's next-token loss) reads "
+                            "sentences: it takes mode 'sentence'")
+        return problems
+
+    def training_options(self, recipe):
+        return {"masked_lm": {name: getattr(recipe, name) for name in self.recipe_fields}}
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         stream = recipe.mode == "stream"
@@ -47,7 +54,8 @@ class MaskedElmoFamily(Family):
             recipe.model, stream_rows=recipe.batch_size // replicas if stream else None,
             dropout=recipe.dropout, dtype=dtype)
         lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
-                                     num_negatives=recipe.num_negatives)
+                                     num_negatives=recipe.num_negatives,
+                                     next_token_weight=recipe.next_token_weight)
         lm({"char_ids": tf.zeros([1, 1, recipe.model.max_characters_per_token], tf.int32)})
         return lm
 
@@ -62,6 +70,7 @@ class MaskedElmoFamily(Family):
             masks_per_sentence=recipe.masks_per_sentence, rate=recipe.selection_rate,
             window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
             replicas=replicas if stream else 1, pad_to_buckets=pad_to_buckets,
+            next_token_targets=recipe.next_token_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):

@@ -19,19 +19,31 @@ class MaskedElmoLanguageModel(LanguageModel):
     (`2P` wide). The loss is the mean NLL over the selected positions of the global batch;
     `perplexity` is its exponential (masked-LM perplexity).
 
+    With `next_token_weight` > 0 (beyond the paper; `docs/masked_elmo.md`), the loss adds that
+    weight times ELMo's next-token loss on the *first* layer, whose directions have each read
+    one side only (layer 2 on reads both): on the `<S> .. </S>` grid its forward half predicts
+    the next word and its backward half the previous one, through the same softmax (reading
+    `[forward; 0]` and `[0; backward]`), averaged over both directions; so every token, not 15 %
+    of them, supervises the token encoder and the first layer. `next_token_perplexity` is that
+    loss's perplexity. Sentence inputs only; held-out batches without the next-token targets
+    are scored on the masked LM alone.
+
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
     (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
     (`<S>`/`</S>` are tokens; bidirectional truncated backpropagation through time, through
     `MaskedElmoBackbone.encode_stream`: the backbone needs `stream_rows`). Both from
     `elmo_tf.data.masked_language_model_dataset`.
     Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
-    -1 elsewhere.
+    -1 elsewhere; with the next-token loss, `"forward_targets"` and `"backward_targets"` int32
+    `[batch, time + 2]` too (`masked_language_model_dataset(next_token_targets=True)`).
 
     Args:
         backbone: the `MaskedElmoBackbone` (or any `Backbone`) to train.
         vocabulary_size: V, the softmax size.
         num_negatives: sampled-softmax candidates per batch.
         dropout: on the top layer in training; the backbone's `dropout` when None.
+        next_token_weight: the weight of the first layer's next-token loss (0: BERT's masked LM
+            alone).
 
     Example:
     >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
@@ -40,12 +52,19 @@ class MaskedElmoLanguageModel(LanguageModel):
     >>> model.fit(masked_language_model_dataset(sentences, vocab), steps_per_epoch=100)
     """
 
-    def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None, **kwargs):
+    def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None,
+                 next_token_weight=0.0, **kwargs):
         # The softmax reads [forward; backward] of the top layer.
         super().__init__(backbone, vocabulary_size, num_negatives, dropout,
                          softmax_width=backbone.output_dim, **kwargs)
+        if not (isinstance(next_token_weight, (int, float)) and next_token_weight >= 0):
+            raise ValueError(f"next_token_weight must be a number >= 0; got "
+                             f"{next_token_weight!r}.")
+        self.next_token_weight = float(next_token_weight)
         # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
+        if self.next_token_weight:
+            self.next_token_perplexity = Perplexity(name="next_token_perplexity")
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
@@ -54,22 +73,54 @@ class MaskedElmoLanguageModel(LanguageModel):
             raise ValueError("MaskedElmoLanguageModel takes a dict with 'char_ids' (sentences) "
                              f"or 'stream_char_ids' (stream windows); got {got}.")
         if "stream_char_ids" in inputs:
+            if self.next_token_weight:
+                raise ValueError("the next-token loss (next_token_weight) reads sentences "
+                                 "('char_ids'), not stream windows.")
             top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
-        else:
-            top = self.backbone(inputs["char_ids"], training=training)["layers"]
-        return self.top_layer(top, training)
+            return self.top_layer(top, training)
+        outputs = self.backbone(inputs["char_ids"], training=training)
+        top = self.top_layer(outputs["layers"], training)
+        if not self.next_token_weight:
+            return top
+        # The first layer on the <S> .. </S> grid: each direction has read one side only.
+        return {"masked": top, "next_token": self.top_layer(
+            outputs["layers_with_boundaries"], training, index=1)}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if not isinstance(y, dict) or set(y) != {"targets"}:
+        next_token = ("forward_targets", "backward_targets")
+        keys = set(y) if isinstance(y, dict) else None
+        if keys not in ({"targets"}, {"targets", *next_token}) or (
+                keys != {"targets"} and not self.next_token_weight):
             got = sorted(y) if isinstance(y, dict) else type(y).__name__
-            raise ValueError(f"MaskedElmoLanguageModel's targets are a dict with 'targets'; "
-                             f"got {got}.")
+            raise ValueError("MaskedElmoLanguageModel's targets are a dict with 'targets' (and, "
+                             "for the next-token loss of a model with next_token_weight > 0, "
+                             f"'forward_targets' and 'backward_targets'); got {got}.")
         width = self.backbone.output_dim
+        masked = y_pred["masked"] if isinstance(y_pred, dict) else y_pred
         # Every position as a row, no boolean mask (static shapes under XLA): unselected
         # positions weigh 0.
-        nll, valid = self.word_nll(tf.reshape(y_pred, [-1, width]),
+        nll, valid = self.word_nll(tf.reshape(masked, [-1, width]),
                                    tf.reshape(y["targets"], [-1]), training)
         total = tf.reduce_sum(nll)
         count = tf.reduce_sum(tf.cast(valid, tf.float32))
         self.perplexity.update_state(total, count)
-        return self.global_mean(total, count)
+        loss = self.global_mean(total, count)
+        if keys == {"targets"}:
+            return loss
+        # Forward rows [forward; 0] predict the next word, backward rows [0; backward] the
+        # previous one: one P-wide half of the softmax for each direction.
+        first = y_pred["next_token"]
+        half = width // 2
+        zeros = tf.zeros_like(first[..., :half])
+        rows = tf.concat([tf.reshape(tf.concat([first[..., :half], zeros], -1), [-1, width]),
+                          tf.reshape(tf.concat([zeros, first[..., half:]], -1), [-1, width])], 0)
+        nll, valid = self.word_nll(
+            rows, tf.concat([tf.reshape(y[name], [-1]) for name in next_token], 0), training)
+        sums = tf.reduce_sum(tf.reshape(nll, [2, -1]), axis=1)
+        counts = tf.reduce_sum(tf.reshape(tf.cast(valid, tf.float32), [2, -1]), axis=1)
+        self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
+        means = self.global_mean(sums, counts)
+        return loss + self.next_token_weight * 0.5 * (means[0] + means[1])
+
+    def get_config(self):
+        return {**super().get_config(), "next_token_weight": self.next_token_weight}

