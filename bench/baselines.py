@@ -2,9 +2,10 @@
 
 * `majority_class`: every example gets the training set's most frequent label.
 * `bag_of_words_logistic_regression`: multinomial logistic regression on binary bag-of-words
-  features (the training set's words, as the texts are tokenized), L2-regularised, trained to
-  convergence by full-batch Adam; the L2 weight is chosen on the dev set from a small grid (as
-  fine-tuning keeps its best dev epoch).
+  features (the training set's words, as the texts are tokenized), L2-regularised, 400 steps of
+  full-batch Adam; the L2 weight is chosen from a small grid by 3-fold cross-validation on the
+  training set, never on the dev set it is scored on (the neural probes keep their best dev
+  epoch: if anything, the comparison favours them).
 * `most_frequent_tag`: every token gets its most frequent training tag; an unknown token gets
   that of its class (a number; a capitalised word inside a sentence), else that of its longest
   known suffix of 1 to 4 characters, else the most frequent tag.
@@ -14,7 +15,7 @@ chose.
 
 Example:
 >>> bag_of_words_logistic_regression(train_texts, train_labels, dev_texts, dev_labels)
-{'metric': 'accuracy', 'score': 0.76, 'l2': 0.001, ...}
+{'metric': 'accuracy', 'score': 0.76, 'l2': 0.0001, ...}
 """
 
 import collections
@@ -61,22 +62,30 @@ def _fit(x, y, classes, l2, steps=400, learning_rate=0.05):
     return w
 
 
+def _accuracy(w, x, y):
+    return float(np.mean((np.hstack([x, np.ones((len(x), 1), np.float32)]) @ w).argmax(1) == y))
+
+
 def bag_of_words_logistic_regression(train_texts, train_labels, dev_texts, dev_labels,
-                                     grid=L2_GRID):
+                                     grid=L2_GRID, folds=3, seed=0):
     labels = sorted(set(train_labels))
     label_id = {label: i for i, label in enumerate(labels)}
     index = {w: i for i, w in enumerate(sorted({w for t in train_texts for w in t.split()}))}
     x_train, x_dev = _features(train_texts, index), _features(dev_texts, index)
     y_train = np.array([label_id[y] for y in train_labels])
     y_dev = np.array([label_id.get(y, -1) for y in dev_labels])
-    x_dev = np.hstack([x_dev, np.ones((len(x_dev), 1), np.float32)])
-    scores = {}
+    # The L2 weight by cross-validation on the training set (features from all of it: the
+    # vocabulary carries no label).
+    fold = np.random.default_rng(seed).permutation(len(y_train)) % folds
+    cross_validated = {}
     for l2 in grid:
-        w = _fit(x_train, y_train, len(labels), l2)
-        scores[l2] = float(np.mean((x_dev @ w).argmax(1) == y_dev))
-    best = max(grid, key=lambda l2: scores[l2])
-    return {"metric": "accuracy", "score": scores[best], "l2": best,
-            "scores_by_l2": {str(k): v for k, v in scores.items()},
+        cross_validated[l2] = float(np.mean([_accuracy(
+            _fit(x_train[fold != k], y_train[fold != k], len(labels), l2),
+            x_train[fold == k], y_train[fold == k]) for k in range(folds)]))
+    best = max(grid, key=lambda l2: cross_validated[l2])
+    w = _fit(x_train, y_train, len(labels), best)
+    return {"metric": "accuracy", "score": _accuracy(w, x_dev, y_dev), "l2": best,
+            "cross_validated_by_l2": {str(k): v for k, v in cross_validated.items()},
             "features": len(index)}
 
 

@@ -1,25 +1,40 @@
 #!/usr/bin/env bash
 # What pre-training is worth, on a lent GPU (issue 25, item 5): bench/pretraining_value.py's
-# protocol at 10x or more the CPU run's compute, ELMo against Masked ELMo in the released small
-# shapes (stream batches, bfloat16, Adam), on the same real-text corpus and probe tasks.
+# protocol at more than 10x the CPU run's compute, ELMo against Masked ELMo in the released
+# small shapes (stream batches, bfloat16, Adam, XLA), on the same real-text corpus and probe
+# tasks.
 #
 # On the development machine, from the project root, after the README's test install:
 #   bash bench/gpu_pretraining_value.sh
-# packs TensorFlow (../shared/gpu/prepare.sh: .gpu/c0 .. .gpu/cN) and the prepared data
-# (.gpu/data: the corpus is for personal use, so it travels as an ignored folder and is never
-# committed), then prints the device commands: the chunk commands, back to back, then one
-# command per model (each under 10 minutes of device time; about 25 in all). Each writes
-# $OUT/pretraining_value-gpu.json (merge: python bench/pretraining_value.py --output FILE
-# reads what is there). Budgets: 4 and 8 minutes of an H100 in bfloat16 are about 10 and 20
-# times the CPU run's 30 minutes of compute (2.4k tokens/s on 2 cores against ~100k).
+# packs TensorFlow (../shared/gpu/prepare.sh: .gpu/c0 .. .gpu/cN) and adds the prepared data
+# to the last chunk (the corpus is for personal use: it travels in an ignored folder and is
+# never committed), then prints the device commands: the chunk commands, back to back, then
+# one command per model, each under the device tool's 10 minutes (calibration ~80 s, XLA's
+# first compilation ~65 s, 3 minutes of training, the evaluation, 3 frozen probes); about 20
+# minutes of device time in all. Each writes $OUT/pretraining_value-gpu-MODEL.json.
+# Compute: 3 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
+# ~15 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
+# tokens in 30 CPU-minutes.
 set -euo pipefail
 [ -x .venv/bin/python ] || { echo "run from the project root after the README's install" >&2; exit 1; }
-bash ../shared/gpu/prepare.sh
-.venv/bin/python bench/real_text.py --data-dir .gpu/data/real_text > /dev/null
-rm -rf .gpu/data/real_text/corpora   # the prepared files are enough; keep the carry small
-du -sh .gpu/data
-COMMON="bash /tmp/asm/device_setup.sh >/dev/null && . /tmp/asm/env.sh && python3 bench/pretraining_value.py --data-dir .gpu/data/real_text --runs /tmp/pv --output \$OUT/pretraining_value-gpu.json --mixed-precision bfloat16 --calibration-steps 300 --budgets 4 8 --seeds 0"
-echo "Then, carrying .gpu/data, one command per model:"
+# prepare.sh downloads Python 3.12 wheels of the venv's packages; promise (tensorflow-datasets's)
+# is an sdist only: build its wheel here, and keep it out of prepare.sh's download list.
+mkdir -p /tmp/gpu-prepare/whl
+.venv/bin/pip wheel -q --no-deps "$(.venv/bin/pip freeze | grep -i '^promise==')" -w /tmp/gpu-prepare/whl
+# pytest-xdist and execnet (for `pytest -n`; prepare.sh leaves pytest* to the device image)
+.venv/bin/pip download -q --no-deps --only-binary=:all: -d /tmp/gpu-prepare/whl \
+    $(.venv/bin/pip freeze | grep -i -E '^(pytest-xdist|execnet)==')
+shared=$(cd ../shared/gpu && pwd)
+sed -e "s/|libclang|-e )'/|libclang|promise|-e )'/" \
+    -e "s|^ROOT=\$(pwd); HERE=.*|ROOT=\$(pwd); HERE=$shared|" \
+    ../shared/gpu/prepare.sh > /tmp/gpu-prepare.sh
+bash /tmp/gpu-prepare.sh > /tmp/gpu-prepare.log
+last=$(ls -d .gpu/c* | sort -V | tail -1)
+mkdir -p "$last/data"
+.venv/bin/python bench/real_text.py --data-dir "$last/data/real_text" > /dev/null
+rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep the carry small
+grep '^  carry' /tmp/gpu-prepare.log
+echo "Then, one command per model:"
 for model in elmo_small masked_elmo_small; do
-  echo "  $COMMON --models $model"
+  echo "  bash /tmp/asm/device_setup.sh >/dev/null && . /tmp/asm/env.sh && python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --output \$OUT/pretraining_value-gpu-$model.json --mixed-precision bfloat16 --calibration-steps 200 --budgets 3 --seeds 0 --fine-tuned-at --only pretrain probe --models $model"
 done

@@ -20,8 +20,8 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
 * Each kept biLM: held-out perplexity on all held-out sentences (`elmo-tf evaluate`: ELMo's
   forward perplexity compares with the n-gram baselines', the masked LM's does not), and a
   probe of each task on frozen representations (a trained scalar mix and the task head,
-  `PROBE`; the probe's seed is the biLM's). At the largest budget of the run (`--budgets`) the
-  probe is repeated with the biLM fine-tuned too (`--fine-tune-bilm`).
+  `PROBE`; the probe's seed is the biLM's). At the largest budget of the run (or those of
+  `--fine-tuned-at`) the probe is repeated with the biLM fine-tuned too (`--fine-tune-bilm`).
 * Baselines on the same splits (`bench/baselines.py`): majority class, bag-of-words logistic
   regression, most-frequent-tag; and for perplexity the unigram model and the interpolated
   modified Kneser-Ney 5-gram (`bench/kneser_ney.py`) on the ELMo run's vocabulary.
@@ -108,8 +108,9 @@ def _recipe_file(runs, name):
 
 
 def calibrate(paths, runs, name, steps, train_args):
-    """Seconds per training step of `name`'s recipe on this machine: Keras's mean over a short
-    run's steps."""
+    """Seconds per training step of `name`'s recipe on this machine, once compiled: a short
+    run's progress bar, whose running means give the time of the steps after the first fifth
+    (the first steps trace a graph per new batch shape, and on a GPU compile for a minute)."""
     folder = os.path.join(runs, "calibration", name)
     shutil.rmtree(folder, ignore_errors=True)
     log = os.path.join(runs, "calibration", f"{name}.log")
@@ -117,10 +118,29 @@ def calibrate(paths, runs, name, steps, train_args):
          "--output", folder, "--steps", str(steps), "--checkpoint-every", str(steps),
          *train_args], log=log)
     with open(log, errors="replace") as f:
-        rates = re.findall(r"(\d+)ms/step", f.read())
-    seconds = int(rates[-1]) / 1000.0
+        seconds = steady_seconds_per_step(f.read())
     shutil.rmtree(folder, ignore_errors=True)
     return seconds
+
+
+def steady_seconds_per_step(progress):
+    """Seconds per step after the first fifth of the steps, from a Keras progress bar's
+    updates ("k/N ... 123ms/step", the running mean of steps 2 to k)."""
+    unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+    means, coarse = {}, set()
+    for k, value, scale in re.findall(r"(\d+)/\d+\S*\s.*?(\d+(?:\.\d+)?)(us|ms|s)/step",
+                                       progress):
+        means[int(k)] = float(value) * unit[scale]
+        if scale == "s":  # whole seconds: a difference of two would be mostly rounding
+            coarse.add(int(k))
+    if not means:
+        raise ValueError("no progress bar updates ('k/N ... ms/step') in the calibration log")
+    last = max(means)
+    first = min((k for k in means if k >= max(2, last // 5)), default=last)
+    if first == last or {first, last} & coarse:
+        return means[last]  # Keras's own mean of steps 2 to the last
+    # Keras's mean at update k is over steps 2..k (the first step is left out of it).
+    return ((last - 1) * means[last] - (first - 1) * means[first]) / (last - first)
 
 
 def _supervised_per_step(record, recipe):
@@ -134,8 +154,9 @@ def _supervised_per_step(record, recipe):
     return tokens, masked + (2 * pairs if recipe.get("next_token_weight") else 0)
 
 
-def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, train_args=()):
-    """Trains `name` with `seed` through every budget; returns {budget: figures}."""
+def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, train_args=()):
+    """Trains `name` with `seed` through every budget, calling `save()` after each (a rerun
+    after a crash carries on from the last budget saved); returns {budget: figures}."""
     run_dir = os.path.join(runs, name, f"seed-{seed}", "run")
     out = report.setdefault("pretraining", {}).setdefault(name, {}).setdefault(str(seed), {})
     for budget in budgets:
@@ -168,6 +189,7 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, train_a
                         round(supervised * steps), "heldout": _json(scores),
                     "bilm_sha256": _weights_digest(kept)}
         print(name, seed, key, json.dumps(out[key]["heldout"]), flush=True)
+        save()
     return out
 
 
@@ -178,6 +200,9 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
     variant = "fine_tuned" if fine_tune else "frozen"
     results = report.setdefault("probes", {}).setdefault(name, {}).setdefault(
         str(seed), {}).setdefault(key, {}).setdefault(variant, {})
+    if not os.path.isfile(os.path.join(bilm, "weights.hdf5")):
+        raise SystemExit(f"no biLM of {name}, seed {seed}, at budget {key} min ({bilm}): "
+                         "pre-train it first (--only pretrain with the same --budgets)")
     digest = _weights_digest(bilm)
     if results.get(task, {}).get("bilm_sha256") == digest:
         return results[task]
@@ -196,7 +221,9 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
     return results[task]
 
 
-def baselines(paths, runs):
+def baselines(paths, vocabulary):
+    """The simple baselines on the probe tasks' splits, and the n-gram models on the held-out
+    sentences with `vocabulary` (an ELMo run's vocab.txt), if there is one."""
     from bench.baselines import (
         bag_of_words_logistic_regression,
         majority_class,
@@ -220,8 +247,7 @@ def baselines(paths, runs):
             out[task] = {"majority_class": majority_class(labels, dev_labels),
                          "bag_of_words_logistic_regression": bag_of_words_logistic_regression(
                              texts, labels, dev_texts, dev_labels)}
-    vocabulary = os.path.join(runs, "elmo", f"seed-{SEEDS[0]}", "run", "vocab.txt")
-    if os.path.isfile(vocabulary):  # the n-grams are estimated on the ELMo run's vocabulary
+    if vocabulary and os.path.isfile(vocabulary):  # on the ELMo run's vocabulary
         out["perplexity"] = ngram_baselines(paths, vocabulary)
     return out
 
@@ -277,6 +303,9 @@ def main():
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
+    parser.add_argument("--fine-tuned-at", nargs="*", type=float,
+                        help="the budgets whose biLMs are also probed fine-tuned (default: the "
+                             "largest; none when given without a value)")
     parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS),
                         help="the parts to run (default: all, in this order)")
@@ -307,29 +336,39 @@ def main():
 
     if "pretrain" in args.only:
         began = time.time()
-        # Every model's step time first, back to back (measured once, on this machine, then
-        # kept), so that they are measured under the same conditions.
+        # Every model's step time first, back to back, so that they are measured under the
+        # same conditions; kept, and measured again where the steps, the training arguments
+        # or the machine differ.
         calibration = report.setdefault("calibration", {})
         train_args = ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
         for name in args.models:
-            if name not in calibration:
+            kept = calibration.get(name, {})
+            if (kept.get("steps") != args.calibration_steps
+                    or kept.get("train_args") != train_args
+                    or kept.get("machine", machine()) != machine()):
                 calibration[name] = {"seconds_per_step": calibrate(
                     paths, args.runs, name, args.calibration_steps, train_args),
-                    "steps": args.calibration_steps, "train_args": train_args}
+                    "steps": args.calibration_steps, "train_args": train_args,
+                    "machine": machine()}
                 save("pretrain", began)
         for name in args.models:
             for seed in args.seeds:
                 pretrain(paths, args.runs, name, seed, sorted(args.budgets),
-                         calibration[name]["seconds_per_step"], report, train_args)
-                save("pretrain", began)
+                         calibration[name]["seconds_per_step"], report,
+                         lambda: save("pretrain", began), train_args)
     if "probe" in args.only:
         began = time.time()
-        # Frozen probes of every kept biLM first, then the fine-tuned ones at the largest budget.
+        # Frozen probes of every kept biLM first, then the fine-tuned ones (--fine-tuned-at).
+        fine_tuned_at = ([max(args.budgets)] if args.fine_tuned_at is None
+                         else args.fine_tuned_at)
+        if set(fine_tuned_at) - set(args.budgets):
+            parser.error(f"--fine-tuned-at {sorted(set(fine_tuned_at) - set(args.budgets))} "
+                         f"not among --budgets {args.budgets}")
         for fine_tune in (False, True):
             for name in args.models:
                 for seed in args.seeds:
                     for budget in sorted(args.budgets):
-                        if fine_tune and budget != max(args.budgets):
+                        if fine_tune and budget not in fine_tuned_at:
                             continue
                         for task in args.tasks:
                             probe(paths, args.runs, name, seed, budget, task, fine_tune,
@@ -337,7 +376,10 @@ def main():
                             save("probe", began)
     if "baselines" in args.only:
         began = time.time()
-        report["baselines"] = baselines(paths, args.runs)
+        elmo = [name for name in args.models if MODELS[name]["base"].startswith("elmo")]
+        vocabulary = (os.path.join(args.runs, elmo[0], f"seed-{args.seeds[0]}", "run",
+                                   "vocab.txt") if elmo else None)
+        report["baselines"] = baselines(paths, vocabulary)
         save("baselines", began)
     print(table(report))
 

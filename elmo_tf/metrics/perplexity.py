@@ -10,6 +10,7 @@ class Perplexity(keras.metrics.Metric):
 
     Every token weighs the same whatever batch it came in (a mean of per-batch perplexities
     would not be a perplexity). Under a distribution strategy the sums add up over replicas.
+    Before any token is counted the result is NaN (undefined), not 1.
 
     Call arguments of `update_state`:
         nll_sum: sum of the natural-log negative log-likelihoods of some tokens.
@@ -34,4 +35,6 @@ class Perplexity(keras.metrics.Metric):
         self.count.assign_add(tf.cast(count, "float32"))
 
     def result(self):
-        return tf.exp(tf.math.divide_no_nan(self.nll_sum, self.count))
+        # The perplexity of no tokens is undefined: NaN, not exp(0) = 1.
+        return tf.where(self.count > 0, tf.exp(tf.math.divide_no_nan(self.nll_sum, self.count)),
+                        float("nan"))

@@ -77,6 +77,7 @@ class MaskedElmoFamily(Family):
         return masked_language_model_dataset(
             sentences, vocabulary, batch_size=recipe.batch_size, seed=HELD_OUT_MASKING_SEED,
             repeat=False, pad_to_buckets=pad_to_buckets,
+            next_token_targets=recipe.next_token_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def describe(self, results):

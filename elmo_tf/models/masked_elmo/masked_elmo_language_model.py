@@ -1,5 +1,7 @@
 """`MaskedElmoLanguageModel`: Masked ELMo's pre-training task (BERT's masked-LM loss)."""
 
+import math
+
 import keras
 import tensorflow as tf
 
@@ -25,8 +27,9 @@ class MaskedElmoLanguageModel(LanguageModel):
     the next word and its backward half the previous one, through the same softmax (reading
     `[forward; 0]` and `[0; backward]`), averaged over both directions; so every token, not 15 %
     of them, supervises the token encoder and the first layer. `next_token_perplexity` is that
-    loss's perplexity. Sentence inputs only; held-out batches without the next-token targets
-    are scored on the masked LM alone.
+    loss's perplexity. Sentence inputs only; training batches must hold the next-token
+    targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
+    across runs); `next_token_perplexity` is measured where the batches hold its targets.
 
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
     (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
@@ -57,7 +60,9 @@ class MaskedElmoLanguageModel(LanguageModel):
         # The softmax reads [forward; backward] of the top layer.
         super().__init__(backbone, vocabulary_size, num_negatives, dropout,
                          softmax_width=backbone.output_dim, **kwargs)
-        if not (isinstance(next_token_weight, (int, float)) and next_token_weight >= 0):
+        if not (isinstance(next_token_weight, (int, float))
+                and not isinstance(next_token_weight, bool)
+                and math.isfinite(next_token_weight) and next_token_weight >= 0):
             raise ValueError(f"next_token_weight must be a number >= 0; got "
                              f"{next_token_weight!r}.")
         self.next_token_weight = float(next_token_weight)
@@ -106,6 +111,11 @@ class MaskedElmoLanguageModel(LanguageModel):
         self.perplexity.update_state(total, count)
         loss = self.global_mean(total, count)
         if keys == {"targets"}:
+            if self.next_token_weight and training:
+                raise ValueError("this model trains with a next-token loss (next_token_weight "
+                                 f"{self.next_token_weight:g}): its training batches need "
+                                 "'forward_targets' and 'backward_targets' too "
+                                 "(masked_language_model_dataset(next_token_targets=True)).")
             return loss
         # Forward rows [forward; 0] predict the next word, backward rows [0; backward] the
         # previous one: one P-wide half of the softmax for each direction.
@@ -119,6 +129,8 @@ class MaskedElmoLanguageModel(LanguageModel):
         sums = tf.reduce_sum(tf.reshape(nll, [2, -1]), axis=1)
         counts = tf.reduce_sum(tf.reshape(tf.cast(valid, tf.float32), [2, -1]), axis=1)
         self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
+        if not training:  # measured, but held-out losses stay the masked LM's, as any run's
+            return loss
         means = self.global_mean(sums, counts)
         return loss + self.next_token_weight * 0.5 * (means[0] + means[1])
 

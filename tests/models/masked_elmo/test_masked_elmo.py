@@ -196,12 +196,33 @@ def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_i
     expected = mean_nll(out["masked"], targets["targets"]) + weight * 0.5 * (
         mean_nll(np.concatenate([forward, zeros], -1), targets["forward_targets"])
         + mean_nll(np.concatenate([zeros, backward], -1), targets["backward_targets"]))
-    loss = model.compute_loss(y=targets, y_pred=model({"char_ids": char_ids}), training=False)
+    y_pred = model({"char_ids": char_ids})
+    loss = model.compute_loss(y=targets, y_pred=y_pred, training=True)
     assert float(loss) == pytest.approx(expected, rel=1e-5)
-    # Held-out batches without the next-token targets are scored on the masked LM alone.
-    alone = model.compute_loss(y={"targets": targets["targets"]},
-                               y_pred=model({"char_ids": char_ids}), training=False)
-    assert float(alone) == pytest.approx(mean_nll(out["masked"], targets["targets"]), rel=1e-5)
+    # In evaluation the loss is the masked LM's alone; the next-token perplexity is measured
+    # (over both directions' defined targets).
+    model.next_token_perplexity.reset_state()
+    masked_alone = mean_nll(out["masked"], targets["targets"])
+    evaluated = model.compute_loss(y=targets, y_pred=y_pred, training=False)
+    assert float(evaluated) == pytest.approx(masked_alone, rel=1e-5)
+    both = np.concatenate([
+        nll(np.concatenate([forward, zeros], -1).reshape(-1, 2 * half),
+            targets["forward_targets"].reshape(-1).clip(0))[
+            targets["forward_targets"].reshape(-1) >= 0],
+        nll(np.concatenate([zeros, backward], -1).reshape(-1, 2 * half),
+            targets["backward_targets"].reshape(-1).clip(0))[
+            targets["backward_targets"].reshape(-1) >= 0]])
+    assert float(model.next_token_perplexity.result()) == pytest.approx(
+        np.exp(both.mean()), rel=1e-4)
+    # Batches without the next-token targets: scored on the masked LM alone in evaluation,
+    # refused in training (the loss would silently be the masked LM's).
+    alone = model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=False)
+    assert float(alone) == pytest.approx(masked_alone, rel=1e-5)
+    with pytest.raises(ValueError, match="need 'forward_targets' and 'backward_targets'"):
+        model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=True)
+    for bad in (True, float("inf"), -1.0, "1"):
+        with pytest.raises(ValueError, match="next_token_weight must be a number >= 0"):
+            MaskedElmoLanguageModel(_tiny_backbone(), vocabulary_size, next_token_weight=bad)
     with pytest.raises(ValueError, match="next_token_weight > 0"):
         MaskedElmoLanguageModel(_tiny_backbone(), vocabulary_size).compute_loss(
             y=targets, y_pred=out["masked"])
@@ -216,8 +237,17 @@ def test_the_next_token_loss_trains_in_fit_and_evaluates_on_masked_batches(corpu
     logs = model.fit(train, steps_per_epoch=3, epochs=1, verbose=0).history
     assert {"loss", "perplexity", "next_token_perplexity"} <= set(logs)
     assert np.isfinite(logs["loss"][-1])
-    held_out = _dataset(sentences[:40], vocabulary, batch_size=16, repeat=False)
-    assert set(model.evaluate(held_out, return_dict=True, verbose=0)) >= {"loss", "perplexity"}
+    # Held-out batches with the targets measure the next-token perplexity (a real one, not
+    # the 1.0 of nothing counted); their loss is the masked LM's, as without them.
+    with_targets = model.evaluate(_dataset(sentences[:40], vocabulary, batch_size=16,
+                                           repeat=False, next_token_targets=True),
+                                  return_dict=True, verbose=0)
+    without = model.evaluate(_dataset(sentences[:40], vocabulary, batch_size=16, repeat=False),
+                             return_dict=True, verbose=0)
+    assert with_targets["loss"] == pytest.approx(without["loss"], rel=1e-5)
+    assert with_targets["perplexity"] == pytest.approx(without["perplexity"], rel=1e-5)
+    assert 1.0 < with_targets["next_token_perplexity"] < np.inf
+    assert np.isnan(without["next_token_perplexity"])  # nothing counted: undefined
 
 
 def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):

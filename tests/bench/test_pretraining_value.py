@@ -1,0 +1,43 @@
+"""The protocol's own arithmetic (bench/pretraining_value.py): step times from a progress bar,
+and what a step reads and supervises."""
+
+import pytest
+
+from bench.pretraining_value import _supervised_per_step, steady_seconds_per_step
+
+
+def _bar(k, n, mean):
+    return f"\x1b[1m{k}/{n}\x1b[0m \x1b[32m━━━━\x1b[0m \x1b[1m3s\x1b[0m {mean}/step - loss: 5.1\r"
+
+
+def test_step_time_leaves_out_the_first_fifth_of_the_steps():
+    # Steps 2..100 of 0.5 s, except steps 2..20 (tracing new shapes) of 2.5 s: Keras's running
+    # mean of steps 2..k after 20 steps is 2.5 s; after 100 it is (19 * 2.5 + 80 * 0.5) / 99.
+    means = {k: (2.5 if k <= 20 else (19 * 2.5 + (k - 20) * 0.5) / (k - 1))
+             for k in range(2, 101)}
+    progress = _bar(1, 100, "61s") + "".join(
+        _bar(k, 100, f"{round(1000 * m)}ms") for k, m in means.items())
+    assert steady_seconds_per_step(progress) == pytest.approx(0.5, abs=0.01)
+    # Keras's own mean would have said 0.88 s.
+    assert means[100] == pytest.approx(0.884, abs=1e-3)
+    # Whole seconds are too coarse to difference: Keras's last mean.
+    assert steady_seconds_per_step(_bar(1, 10, "9s") + _bar(5, 10, "3s")
+                                   + _bar(10, 10, "2s")) == 2.0
+    with pytest.raises(ValueError, match="no progress bar"):
+        steady_seconds_per_step("trained 3 steps")
+
+
+def test_tokens_read_and_predictions_supervised_per_step():
+    record = {"corpus_size": {"tokens": 1000, "sentences": 100}, "steps_per_epoch": 10}
+    # ELMo: every token and </S> predicted forward, every token and <S> backward.
+    assert _supervised_per_step(record, {"objective": "bilm"}) == (100, 220)
+    # The masked LM: the selected share of the tokens read; K copies read K times the tokens.
+    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
+                                                       "selection_rate": 0.4})
+    assert (tokens, supervised) == (100, pytest.approx(40))
+    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
+                                                       "masks_per_sentence": 2})
+    assert (tokens, supervised) == (200, pytest.approx(30))
+    # With the next-token loss, ELMo's predictions too.
+    assert _supervised_per_step(record, {"objective": "masked_lm", "next_token_weight": 1.0})[
+        1] == pytest.approx(15 + 220)
