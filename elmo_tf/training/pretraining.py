@@ -145,7 +145,10 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                          steps_per_epoch=interval, validation_data=validation_data,
                          callbacks=callbacks, verbose=verbose, shuffle=False)
     logs = {k: v[-1] for k, v in history.history.items()} if history.history else {}
-    if any(not math.isfinite(v) for v in logs.values()) or lm.stop_training:
+    # The losses only: a metric of nothing counted (a held-out masking that selected no token)
+    # is NaN without anything having gone wrong.
+    if any(not math.isfinite(logs[k]) for k in ("loss", "val_loss") if k in logs) \
+            or lm.stop_training:
         raise FloatingPointError(
             f"training stopped: the loss became NaN or infinite ({logs}); the last good "
             f"checkpoint is in {run.checkpoints}. Lower the recipe's learning_rate or try "

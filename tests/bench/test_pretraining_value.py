@@ -38,6 +38,11 @@ def test_tokens_read_and_predictions_supervised_per_step():
     tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
                                                        "masks_per_sentence": 2})
     assert (tokens, supervised) == (200, pytest.approx(30))
+    # Three copies at 40 %: each predicts all of its own third, every token once.
+    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
+                                                       "masks_per_sentence": 3,
+                                                       "selection_rate": 0.4})
+    assert (tokens, supervised) == (300, pytest.approx(100))
     # With the next-token loss, ELMo's predictions too.
     assert _supervised_per_step(record, {"objective": "masked_lm", "next_token_weight": 1.0})[
         1] == pytest.approx(15 + 220)
