@@ -1,11 +1,21 @@
 """Argument checks shared across the package, with one wording for each problem."""
 
+import math
+
 
 def positive_int_problems(**values):
     """A problem string for each value that is not a positive integer (bools are not), e.g.
     `["batch_size must be a positive integer; got 0"]`."""
     return [f"{name} must be a positive integer; got {value!r}" for name, value in values.items()
             if isinstance(value, bool) or not isinstance(value, int) or value < 1]
+
+
+def non_negative_number_problems(**values):
+    """A problem string for each value that is not a finite number >= 0 (bools are not), e.g.
+    `["next_token_weight must be a number >= 0; got -1"]`."""
+    return [f"{name} must be a number >= 0; got {value!r}" for name, value in values.items()
+            if isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value < 0]
 
 
 def check_positive_ints(**values):

@@ -3,7 +3,7 @@
 import dataclasses
 import math
 
-from elmo_tf.checks import positive_int_problems
+from elmo_tf.checks import non_negative_number_problems, positive_int_problems
 from elmo_tf.data.language_model_dataset import MODES
 from elmo_tf.files import read_json
 from elmo_tf.models.family import (
@@ -106,11 +106,7 @@ class Recipe:
                             f"{self.optimizer!r}")
         if not (isinstance(self.selection_rate, (int, float)) and 0 < self.selection_rate <= 1):
             problems.append(f"selection_rate must be in (0, 1]; got {self.selection_rate!r}")
-        if not (isinstance(self.next_token_weight, (int, float))
-                and not isinstance(self.next_token_weight, bool)
-                and math.isfinite(self.next_token_weight) and self.next_token_weight >= 0):
-            problems.append(f"next_token_weight must be a number >= 0; got "
-                            f"{self.next_token_weight!r}")
+        problems += non_negative_number_problems(next_token_weight=self.next_token_weight)
         problems += positive_int_problems(**{
             name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
                                                    "epochs", "min_count", "shuffle_buffer",

@@ -1,10 +1,9 @@
 """`MaskedElmoLanguageModel`: Masked ELMo's pre-training task (BERT's masked-LM loss)."""
 
-import math
-
 import keras
 import tensorflow as tf
 
+from elmo_tf.checks import non_negative_number_problems
 from elmo_tf.metrics.perplexity import Perplexity
 from elmo_tf.models.language_model import LanguageModel
 
@@ -60,11 +59,9 @@ class MaskedElmoLanguageModel(LanguageModel):
         # The softmax reads [forward; backward] of the top layer.
         super().__init__(backbone, vocabulary_size, num_negatives, dropout,
                          softmax_width=backbone.output_dim, **kwargs)
-        if not (isinstance(next_token_weight, (int, float))
-                and not isinstance(next_token_weight, bool)
-                and math.isfinite(next_token_weight) and next_token_weight >= 0):
-            raise ValueError(f"next_token_weight must be a number >= 0; got "
-                             f"{next_token_weight!r}.")
+        problems = non_negative_number_problems(next_token_weight=next_token_weight)
+        if problems:
+            raise ValueError(problems[0] + ".")
         self.next_token_weight = float(next_token_weight)
         # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
