@@ -1,7 +1,7 @@
 """GPU benchmark and checks: pre-training and inference throughput, XLA and TF32 on and off,
 parity with bilm-tf, on the GPU TensorFlow sees.
 
-    python bench/gpu.py [--parts parity inference training] [--output FILE]
+    python bench/gpu.py [--parts parity inference training scaling] [--output FILE]
     python bench/gpu.py --smoke     # tiny shapes on any device: checks this script, writes
                                     # nothing under bench/results
 
@@ -30,6 +30,14 @@ What it measures (every figure a median or best of repeated runs in one process)
   `mixed_bfloat16`, each with `jit_compile=False` and `True` (the default on one GPU); and
   the step's parts (encoder, LSTM stacks, softmax, update; `bench/training.py`'s, not
   compiled) for float32 with TF32 and for `mixed_bfloat16`.
+* scaling (issue 26; not in the default parts): the same `elmo_original` step, float32 with
+  TF32, each configuration in its own process (logical devices are set before TensorFlow
+  starts): no strategy, `MirroredStrategy` on every visible GPU, and `MirroredStrategy` on 2
+  logical GPUs of the first GPU, each with XLA per replica on and off (`CompiledStep`); the
+  global batch is the same (384 x 20) everywhere. Tokens/s, and the first step's seconds; the
+  no-strategy XLA run twice on one fresh XLA cache directory (`elmo_tf.xla_cache`): cold, then
+  warm. Targets: `mirrored` on one GPU >= 0.9x the no-strategy XLA figure, N GPUs >= 0.9 x N x
+  one GPU. `--parts scaling --scaling-runs NAME...` runs some of them (`SCALING`).
 """
 
 import argparse
@@ -67,10 +75,11 @@ SETUP = ("TensorFlow 2.21's own GPU build (CUDA 12.5, sm_90 kernels JIT-compiled
          "not a stock installation.")
 FULL = {"inference_preset": "original", "shapes": [(1, 20), (32, 20), (64, 40), (1024, 20)],
         "runs": 5, "recipe": "elmo_original", "batch": 384, "vocabulary": 793_471,
-        "warmup_steps": 3, "steps": 10, "xla_warmup_steps": 2, "xla_steps": 3}
+        "warmup_steps": 3, "steps": 10, "xla_warmup_steps": 2, "xla_steps": 3,
+        "logical_mib": 30_000}
 SMOKE = {"inference_preset": None, "shapes": [(1, 5), (3, 7)], "runs": 2, "recipe": "tiny",
          "batch": 4, "vocabulary": 2_000, "warmup_steps": 1, "steps": 2, "xla_warmup_steps": 1,
-         "xla_steps": 2}
+         "xla_steps": 2, "logical_mib": None}
 TINY_INFERENCE = ElmoConfig(lstm_dim=32, projection_dim=8, n_layers=2, char_embedding_dim=4,
                             filters=((1, 8), (2, 8)), cell_clip=3.0, proj_clip=3.0,
                             use_skip_connections=True, n_highway=1)
@@ -207,7 +216,7 @@ def training(settings, save):
             name = f"{dtype or 'float32'}_{setting}_{'xla' if jit_compile else 'no_xla'}"
             keras.utils.set_random_seed(0)
             lm = make_language_model(recipe, config, 1, strategy, dtype)
-            lm.compile(optimizer=lm.optimizer, jit_compile=jit_compile)
+            lm.compile(optimizer=lm.optimizer, xla=jit_compile)
             data = dataset(x, y, strategy, 1)
             # XLA steps are slow (the issue measured 60x on the LSTM gradient): fewer of them.
             warmup_steps, steps = ((settings["xla_warmup_steps"], settings["xla_steps"])
@@ -224,7 +233,7 @@ def training(settings, save):
             warmup = time.perf_counter() - started
             timer = fit_steps(lm, data, steps)
             step = float(np.median(timer.seconds))
-            run = {"status": "ok", "jit_compile": bool(lm.jit_compile),
+            run = {"status": "ok", "jit_compile": bool(lm.xla),
                    "warmup_seconds_with_compilation": warmup, "step_seconds_median": step,
                    "step_seconds_all": timer.seconds, "tokens_per_second": tokens / step,
                    "final_logs": timer.logs}
@@ -244,14 +253,118 @@ def training(settings, save):
     return results
 
 
+# name: (strategy, logical devices made of the first device or None, xla); a name ending in
+# "_warm" repeats the run before it on the same XLA cache directory.
+SCALING = {
+    "no_strategy_xla": ("default", None, "on"),
+    "no_strategy_xla_warm": ("default", None, "on"),
+    "no_strategy_no_xla": ("default", None, "off"),
+    "mirrored_all_xla": ("mirrored", None, "on"),
+    "mirrored_all_no_xla": ("mirrored", None, "off"),
+    "mirrored_2_logical_xla": ("mirrored", 2, "on"),
+    "mirrored_2_logical_no_xla": ("mirrored", 2, "off"),
+}
+
+
+def scaling(settings, save, names, smoke):
+    """Runs each configuration of `names` in a child process (`--scaling-run`), in order."""
+    import subprocess
+
+    results = {"recipe": settings["recipe"], "batch": f"{settings['batch']}x20",
+               "vocabulary": settings["vocabulary"], "runs": {}}
+    cache = tempfile.mkdtemp(prefix="xla-cache-")
+    for name in names:
+        if not name.endswith("_warm"):
+            cache = tempfile.mkdtemp(prefix="xla-cache-")  # cold
+        command = [sys.executable, os.path.abspath(__file__), "--scaling-run", name]
+        if smoke:
+            command.append("--smoke")
+        env = dict(os.environ, ELMO_TF_XLA_CACHE=cache)
+        env.pop("TF_XLA_FLAGS", None)
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
+                              timeout=1800)
+        lines = [x for x in done.stdout.splitlines() if x.startswith("SCALING ")]
+        if done.returncode or not lines:
+            results["runs"][name] = {"status": "failed", "error": done.stderr[-2000:]}
+        else:
+            results["runs"][name] = {"status": "ok", **json.loads(lines[-1][len("SCALING "):])}
+        save(results)
+        print(f"scaling {name}: {results['runs'][name].get('tokens_per_second', 'failed')}",
+              flush=True)
+    runs = results["runs"]
+
+    def ratio(a, b):
+        if runs.get(a, {}).get("status") == runs.get(b, {}).get("status") == "ok":
+            return runs[a]["tokens_per_second"] / runs[b]["tokens_per_second"]
+        return None
+
+    results["ratios"] = {
+        "mirrored_all_xla / no_strategy_xla": ratio("mirrored_all_xla", "no_strategy_xla"),
+        "mirrored_all_no_xla / no_strategy_xla": ratio("mirrored_all_no_xla",
+                                                       "no_strategy_xla"),
+        "mirrored_2_logical_xla / no_strategy_xla": ratio("mirrored_2_logical_xla",
+                                                          "no_strategy_xla"),
+        "mirrored_all_xla / mirrored_all_no_xla": ratio("mirrored_all_xla",
+                                                        "mirrored_all_no_xla")}
+    return results
+
+
+def scaling_run(name, settings, smoke):
+    """One configuration of `SCALING`, in this fresh process: prints `SCALING {json}`."""
+    strategy_name, logical, xla = SCALING[name]
+    kind = "CPU" if smoke else "GPU"
+    devices = tf.config.list_physical_devices(kind)
+    if logical:  # before anything starts the runtime
+        config = (tf.config.LogicalDeviceConfiguration() if smoke else
+                  tf.config.LogicalDeviceConfiguration(memory_limit=settings["logical_mib"]))
+        tf.config.set_logical_device_configuration(devices[0], [config] * logical)
+    if strategy_name == "default":
+        strategy = tf.distribute.get_strategy()
+    elif smoke and not logical:
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    else:
+        strategy = tf.distribute.MirroredStrategy(
+            [d.name for d in tf.config.list_logical_devices(kind)])
+    replicas = strategy.num_replicas_in_sync
+    recipe = dataclasses.replace(Recipe.from_name(settings["recipe"]),
+                                 batch_size=settings["batch"], window=20)
+    config = {"batch": settings["batch"], "vocabulary": settings["vocabulary"]}
+    x, y = synthetic_batch(config, recipe)
+    keras.utils.set_random_seed(0)
+    started = time.perf_counter()
+    lm = make_language_model(recipe, config, replicas, strategy)
+    with strategy.scope():
+        lm.compile(optimizer=lm.optimizer, xla=xla == "on")
+    data = dataset(x, y, strategy, replicas)
+    first = fit_steps(lm, data, 1)
+    to_first_step = time.perf_counter() - started
+    warmup = fit_steps(lm, data, settings["warmup_steps"])
+    timer = fit_steps(lm, data, settings["steps"])
+    step = float(np.median(timer.seconds))
+    print("SCALING " + json.dumps({
+        "strategy": strategy_name, "replicas": replicas, "xla": xla,
+        "devices": [d.name for d in tf.config.list_logical_devices(kind)],
+        "seconds_to_first_step": to_first_step, "first_step_seconds": first.seconds[0],
+        "warmup_step_seconds": warmup.seconds,
+        "step_seconds_median": step, "step_seconds_all": timer.seconds,
+        "tokens_per_second": settings["batch"] * 20 / step,
+        "loss": timer.logs.get("loss")}), flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", nargs="+", default=["parity", "inference", "training"],
-                        choices=["parity", "inference", "training"])
+                        choices=["parity", "inference", "training", "scaling"])
+    parser.add_argument("--scaling-runs", nargs="+", choices=list(SCALING),
+                        default=list(SCALING), help="the scaling part's configurations")
+    parser.add_argument("--scaling-run", choices=list(SCALING), help=argparse.SUPPRESS)
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on any device, to check the script")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()
+    if args.scaling_run:  # a child of the scaling part, before anything lists devices
+        scaling_run(args.scaling_run, SMOKE if args.smoke else FULL, args.smoke)
+        return
     gpus = tf.config.list_logical_devices("GPU")
     if not gpus and not args.smoke:
         sys.exit("bench/gpu.py: no GPU visible to TensorFlow; GPU figures are never estimated "
@@ -277,7 +390,9 @@ def main():
 
     for part in args.parts:
         run = {"parity": lambda save: parity(), "inference": lambda save: inference(settings, save),
-               "training": lambda save: training(settings, save)}[part]
+               "training": lambda save: training(settings, save),
+               "scaling": lambda save: scaling(settings, save, args.scaling_runs,
+                                               args.smoke)}[part]
         save(part, run(lambda results, part=part: save(part, results)))
     tf32(True)
     save(args.parts[-1], report[args.parts[-1]], complete=True)

@@ -401,7 +401,7 @@ def run_config(name, replicas, repeats, quick):
         "optimizer": {"name": type(lm.optimizer).__name__, "learning_rate": recipe.learning_rate,
                       "initial_accumulator_value": recipe.initial_accumulator_value,
                       "global_clipnorm": recipe.clip_norm},
-        "jit_compile": bool(lm.jit_compile),
+        "xla": bool(lm.xla),
         "parameters": int(lm.count_params()),
         "build_seconds": build_seconds, "first_fit_seconds_2_steps_with_tracing":
             first_fit_seconds, "warmup_step_seconds": warmup_seconds,

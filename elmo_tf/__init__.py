@@ -8,6 +8,11 @@ Example:
 
 __version__ = "0.2.0"
 
+# Before anything here imports TensorFlow: its XLA flags are read when it first compiles.
+from elmo_tf import xla_cache
+
+xla_cache.configure()
+
 from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
@@ -16,4 +21,4 @@ from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 
 __all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone",
-           "MaskedElmoConfig", "tokens_to_char_ids", "__version__"]
+           "MaskedElmoConfig", "tokens_to_char_ids", "xla_cache", "__version__"]

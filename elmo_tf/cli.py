@@ -55,7 +55,7 @@ def _parser():
     from elmo_tf.export.embeddings_hdf5 import LAYERS
     from elmo_tf.models.family import preset_names
     from elmo_tf.recipes.recipe import Recipe
-    from elmo_tf.training import MIXED_PRECISION, STRATEGIES
+    from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
 
     parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -115,6 +115,11 @@ def _parser():
     train.add_argument("--mixed-precision", choices=[k for k in MIXED_PRECISION if k],
                        help="Keras mixed precision (bfloat16 on CPU; float16 or bfloat16 on GPU)")
     train.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    train.add_argument("--xla", choices=XLA_MODES,
+                       help="compile each replica's training step with XLA: auto (the default "
+                            "of a new run) = on when the replicas are GPUs, with or without "
+                            "--strategy, off on CPUs; a resumed run keeps what it was started "
+                            "with")
     train.set_defaults(run=_train)
 
     evaluate = commands.add_parser(
@@ -383,7 +388,7 @@ def _train(args):
         epochs=args.epochs, steps=args.steps, seed=args.seed,
         mixed_precision=args.mixed_precision, validation=args.validation,
         checkpoint_every=args.checkpoint_every, tokenizer=args.tokenizer or "whitespace",
-        tfds_data_dir=args.tfds_data_dir)
+        tfds_data_dir=args.tfds_data_dir, xla=args.xla)
     print(f"trained {results['steps']} steps; wrote {args.output}/options.json, weights.hdf5, "
           "vocab.txt")
     if "validation" in results:

@@ -12,6 +12,7 @@ import os
 
 import keras
 import tensorflow as tf
+from keras.src.losses.loss import unscale_loss_for_distribution
 from keras.src.saving import saving_lib
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.eager import context
@@ -113,6 +114,18 @@ def _multi_worker_logs(logs):
             and in_multi_worker_mode(strategy):
         return {name: tf.reshape(value, [1]) for name, value in logs.items()}
     return logs
+
+
+def track_loss(model, loss, x):
+    """Updates `model`'s loss metric (`loss` in the logs) with one replica's `loss`, weighted
+    by its batch rows, as Keras's own `train_step` does.
+
+    Private: `Trainer._loss_tracker` and `keras.src.losses.loss.unscale_loss_for_distribution`
+    (the replica's loss is its share of the global batch's; the tracker wants the mean). A
+    custom `train_step` has no public way to feed Keras's loss metric (no upstream issue
+    found)."""
+    rows = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
+    model._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=rows)
 
 
 # --- optimizers ------------------------------------------------------------------------------

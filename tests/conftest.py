@@ -10,6 +10,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # newer, which parity checks at 1e-5 cannot allow. Both settings reach the subprocesses too.
 os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
 os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
+# No persistent XLA cache (elmo_tf.xla_cache): every test compiles what it runs, and writes
+# nothing under the user's home; the cache's own test gives it a directory.
+os.environ.setdefault("ELMO_TF_XLA_CACHE", "off")
 # Tests of training logic that compare runs across processes (resuming, replicas, workers) run
 # their subprocesses on the CPU: on a GPU they would share one device (two workers' collectives
 # abort there) and its non-deterministic reductions.

@@ -13,7 +13,9 @@ class LanguageModel(Task, keras.Model):
     (`ElmoLanguageModel`, `MaskedElmoLanguageModel`): one softmax over the word vocabulary
     (`softmax`, a `WordSoftmax`: sampled in training when the vocabulary is larger than
     `num_negatives`, full otherwise and in evaluation), dropout on the top layer in training,
-    and losses that are means over the global batch's predicted words.
+    and losses that are means over the global batch's predicted words: a subclass's
+    `compute_loss(x, y, y_pred, sample_weight, training, loss_counts=None)` divides its sums by
+    `loss_counts` (`global_loss_counts(y)`, computed when not given).
 
     Args:
         backbone: the `Backbone` to train.
@@ -67,15 +69,17 @@ class LanguageModel(Task, keras.Model):
         nll = self.softmax(outputs, tf.maximum(targets, 0), training=training)
         return tf.where(valid, nll, 0.0), valid
 
-    @staticmethod
-    def global_mean(sums, counts):
-        """`sums / counts` with the counts summed over the replicas: Keras sums the replicas'
-        gradients, so a replica's loss is its part of the global batch's mean (0 when nothing
-        is predicted)."""
+    def global_loss_counts(self, y):
+        """The number of words each target of `y` asks to predict (ids >= 0), summed over the
+        replicas' batches: the denominators of the loss's means (`CompiledStep`; the loss is
+        the mean over the global batch's predicted words, and Keras sums the replicas'
+        gradients, so a replica's loss is its part of that mean)."""
+        counts = {name: tf.reduce_sum(tf.cast(tf.cast(targets, tf.int32) >= 0, tf.float32))
+                  for name, targets in y.items()}
         context = tf.distribute.get_replica_context()
         if context is not None:
             counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
-        return tf.math.divide_no_nan(sums, counts)
+        return counts
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,

@@ -2,9 +2,10 @@
 downstream."""
 
 from elmo_tf.keras_compat import FitWorkarounds
+from elmo_tf.models.compiled_step import CompiledStep
 
 
-class Task(FitWorkarounds):
+class Task(FitWorkarounds, CompiledStep):
     """Base of every task (KerasHub's Task): the pre-training tasks (`LanguageModel`:
     `ElmoLanguageModel`, `MaskedElmoLanguageModel`) and the downstream ones (`DownstreamTask`:
     `TextClassifier`, `SentencePairClassifier`, `SequenceTagger`).
@@ -19,9 +20,9 @@ class Task(FitWorkarounds):
 
     * `backbone`: the `Backbone` it trains (a downstream task's is its embedding's).
     * Keras workarounds for distributed training (`keras_compat.FitWorkarounds`).
-    * XLA follows Keras's `jit_compile="auto"`: on with one GPU, off on a CPU and under a
-      distribution strategy. Every op of the recurrent backbones' steps compiles (tests run
-      `fit` with `jit_compile=True` on the CPU; figures in `docs/benchmarks.md`).
+    * XLA per replica (`CompiledStep`): `compile(..., xla=True)` compiles each replica's
+      training step, with or without a distribution strategy (`elmo-tf train --xla`, on by
+      default on GPUs). Every op of the recurrent backbones' steps compiles, on a CPU too.
     """
 
     def reset_states(self):

@@ -31,6 +31,7 @@ from elmo_tf.data.corpus import BUILTIN_CORPUS, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
+from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.training.distribution import is_chief, is_multi_worker
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.run_directory import RunDirectory, recipe_settings
@@ -42,7 +43,7 @@ logger = logging.getLogger("elmo_tf")
 
 def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None, steps=None,
           seed=0, mixed_precision=None, validation=None, checkpoint_every=None,
-          tokenizer="whitespace", tfds_data_dir=None, verbose="auto"):
+          tokenizer="whitespace", tfds_data_dir=None, xla=None, verbose="auto"):
     """Pre-trains the recipe's model on `corpus` into `output`, resuming a killed run there.
 
     `seed` seeds the process (`keras.utils.set_random_seed`: the initialisation, dropout,
@@ -66,6 +67,11 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             under multi-worker training: run `evaluate` afterwards).
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
+        xla: `"auto"` (XLA per replica on GPUs, off on CPUs), `"on"` or `"off"`
+            (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json, and a resumed
+            run keeps what it was started with unless `xla` is given. Compiled programs are
+            kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
+            sampled negatives come from XLA's random generator, which `seed` does not fix.
         verbose: Keras `fit` verbosity.
 
     Returns:
@@ -100,16 +106,20 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     settings = {"recipe": recipe_settings(recipe), "corpus": corpus, "seed": seed,
                 "tokenizer": tokenizer, "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)
+    xla = xla or (previous or {}).get("xla", "auto")
+    compiled = use_xla(xla, strategy)
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
     every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
     run.write_record({"settings": settings, "corpus_size": size,
-                      "steps_per_epoch": steps_per_epoch, "best_perplexity": best})
+                      "steps_per_epoch": steps_per_epoch, "best_perplexity": best,
+                      "xla": xla, "xla_compiled": compiled})
 
     with strategy.scope():
-        lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision])
+        lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision],
+                                  xla=compiled)
         lm.optimizer.build(lm.trainable_variables)
     done = restore(lm, run.checkpoints, strategy)
     first, intervals, interval = checkpoint_plan(total, every, done)
@@ -120,7 +130,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
 
     dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done,
-                                pad_to_buckets=lm.jit_compile)
+                                pad_to_buckets=lm.xla)
     if validation is not None and is_multi_worker(strategy):
         logger.warning("validation is not run under multi-worker training (the workers would "
                        "need equal shares of it); run `elmo-tf evaluate --model %s --corpus %s` "
@@ -129,7 +139,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     validation_data = None
     if validation is not None:
         validation_data = evaluation_dataset(validation, vocab, recipe, read,
-                                             pad_to_buckets=lm.jit_compile)
+                                             pad_to_buckets=lm.xla)
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
@@ -195,10 +205,11 @@ def checkpoint_plan(total, every, done=0):
     return first, first + left, interval
 
 
-def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
+def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None, xla="auto"):
     """The recipe's pre-training task (`Family.build_language_model`: an `ElmoLanguageModel`,
     a `MaskedElmoLanguageModel`, ...), built and compiled with the recipe's optimizer
-    (`SparseAdagrad`, bilm-tf's Adagrad, or `Adam`; global-norm clip)."""
+    (`SparseAdagrad`, bilm-tf's Adagrad, or `Adam`; global-norm clip), with XLA per replica
+    as `xla` says (`CompiledStep.compile`)."""
     lm = recipe.family.build_language_model(recipe, vocabulary_size, replicas, dtype)
     lm.reset_states()
     if recipe.optimizer == "adam":
@@ -207,7 +218,7 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None):
         optimizer = SparseAdagrad(recipe.learning_rate,
                                   initial_accumulator_value=recipe.initial_accumulator_value,
                                   global_clipnorm=recipe.clip_norm)
-    lm.compile(optimizer=optimizer)
+    lm.compile(optimizer=optimizer, xla=xla)
     return lm
 
 
@@ -222,7 +233,7 @@ def evaluate_language_model(lm, corpus, vocabulary, recipe, read):
     """Full-softmax perplexities of `lm` on `corpus`: a dict of metrics."""
     with quiet_end_of_data():
         results = lm.evaluate(evaluation_dataset(corpus, vocabulary, recipe, read,
-                                                 pad_to_buckets=lm.jit_compile),
+                                                 pad_to_buckets=lm.xla),
                               return_dict=True, verbose=0)
     if "perplexity" not in results:  # not one batch
         batch = (f"{recipe.batch_size} rows of {recipe.window} tokens, each row a stream of "
@@ -254,7 +265,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         corpus = os.path.join(run.path, "corpus", "heldout", "*")
         if recipe.family.next_token_bound:
             best = record["best_perplexity"]
-    lm = build_language_model(recipe, len(vocab))
+    lm = build_language_model(recipe, len(vocab), xla=use_xla(record.get("xla", "auto")))
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         lm.load_weights(run.language_model_file)

@@ -19,11 +19,13 @@ class ToyLanguageModel(LanguageModel):
         return self.top_layer(self.backbone(inputs["char_ids"], training=training)["layers"],
                               training)
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
+                     loss_counts=None):
         width = self.backbone.token_dim
         nll, valid = self.word_nll(tf.reshape(y_pred[..., :width], [-1, width]),
                                    tf.reshape(y["targets"], [-1]), training)
         total = tf.reduce_sum(nll)
         count = tf.reduce_sum(tf.cast(valid, tf.float32))
         self.perplexity.update_state(total, count)
-        return self.global_mean(total, count)
+        counts = loss_counts or self.global_loss_counts(y)
+        return tf.math.divide_no_nan(total, counts["targets"])

@@ -1,14 +1,18 @@
 """Subprocess entry point of `test_distributed.py`: trains recipes with the default strategy and
 with `MirroredStrategy` over logical CPU devices, in one process.
 
-    python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json...
+    python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json:RUN,RUN...
 
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
-thing that touches TensorFlow. For each recipe (named by its file's stem) it writes
-`OUTPUT_BASE/<name>-default` and `OUTPUT_BASE/<name>-mirrored` (a checkpoint every 2 steps) and
-prints one JSON line, `RESULTS {name: {strategy: {"steps", "train"}}, "optimizers": {...}}`:
-"train" holds the training metrics of the last checkpoint interval (its last 2 steps),
-"optimizers" `optimizer_difference`'s figure for `SparseAdagrad` and `Adam`.
+thing that touches TensorFlow. For each recipe (named by its file's stem) it trains the runs
+named after it (`RUNS`: `default`, no strategy; `mirrored`, 2 replicas; `mirrored-xla`, 2
+replicas with XLA per replica; `mirrored-xla-resumed`, the same trained to half its steps, then
+resumed with the `xla` setting left out; `mirrored-refuses`, `mirrored-xla-refuses`, one step
+with a Python function in the model, which XLA cannot compile: its error, or None) into `OUTPUT_BASE/<name>-<run>` (a checkpoint every 2
+steps) and prints one JSON line, `RESULTS {name: {run: {"steps", "train", "xla"}},
+"optimizers": {...}}`: "train" holds the training metrics of the last checkpoint interval (its
+last 2 steps), "xla" what run.json records, "optimizers"
+`optimizer_difference`'s figure for `SparseAdagrad` and `Adam`.
 """
 
 import json
@@ -18,7 +22,12 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
-def main(corpus, base, steps, *recipe_files):
+RUNS = {"default": (False, "off"), "mirrored": (True, "off"), "mirrored-xla": (True, "on"),
+        "mirrored-xla-resumed": (True, "on"), "mirrored-xla-refuses": (True, "on"),
+        "mirrored-refuses": (True, "off")}  # name: (mirrored, xla)
+
+
+def main(corpus, base, steps, *recipes_and_runs):
     from elmo_tf import training
 
     mirrored = training.make_strategy("mirrored", 2)  # before anything starts TensorFlow
@@ -27,15 +36,29 @@ def main(corpus, base, steps, *recipe_files):
     from elmo_tf.recipes.recipe import Recipe
 
     results = {}
-    for recipe_file in recipe_files:
+    for argument in recipes_and_runs:
+        recipe_file, runs = argument.rsplit(":", 1)
         recipe = Recipe.from_file(recipe_file)
         stem = os.path.splitext(os.path.basename(recipe_file))[0]
-        for name, strategy in (("default", None), ("mirrored", mirrored)):
+        for name in runs.split(","):
+            on_mirrored, xla = RUNS[name]
+            strategy = mirrored if on_mirrored else None
             output = os.path.join(base, f"{stem}-{name}")
+            if name.endswith("-resumed"):  # half, then the rest with the setting left out
+                training.train(recipe, corpus, output, strategy=strategy, steps=int(steps) // 2,
+                               seed=0, checkpoint_every=2, verbose=0, xla=xla)
+                xla = None
+            if name.endswith("-refuses"):
+                results.setdefault(stem, {})[name] = _refused(recipe, corpus, output, strategy)
+                continue
             result = training.train(recipe, corpus, output, strategy=strategy,
-                                    steps=int(steps), seed=0, checkpoint_every=2, verbose=0)
+                                    steps=int(steps), seed=0, checkpoint_every=2, verbose=0,
+                                    xla=xla)
+            with open(os.path.join(output, "run.json")) as f:
+                record = json.load(f)
             results.setdefault(stem, {})[name] = {
-                "steps": result["steps"], "train": result["train"]}
+                "steps": result["steps"], "train": result["train"],
+                "xla": [record["xla"], record["xla_compiled"]]}
     from elmo_tf.optimizers import Adam, SparseAdagrad
 
     results["optimizers"] = {
@@ -43,6 +66,31 @@ def main(corpus, base, steps, *recipe_files):
             0.2, global_clipnorm=1.0)),
         "adam": optimizer_difference(mirrored, lambda: Adam(0.01, global_clipnorm=1.0))}
     print("RESULTS " + json.dumps(results), flush=True)
+
+
+def _refused(recipe, corpus, output, strategy):
+    """One step with an op XLA cannot compile (a Python function) in the model: the error, or
+    None when the step ran (a step that was not compiled)."""
+    import tensorflow as tf
+
+    from elmo_tf import training
+    from elmo_tf.models.language_model import LanguageModel
+
+    top_layer = LanguageModel.top_layer
+
+    def with_python(self, layers, training, index=-1):
+        top = top_layer(self, layers, training, index)
+        return tf.py_function(lambda t: t, [top], top.dtype)
+
+    LanguageModel.top_layer = with_python
+    try:
+        training.train(recipe, corpus, output, strategy=strategy, steps=1, seed=0, verbose=0,
+                       xla=RUNS[os.path.basename(output).split("-", 1)[1]][1])
+        return {"error": None}
+    except Exception as error:  # noqa: BLE001 - the error is the result
+        return {"error": f"{type(error).__name__}: {error}"[:3000]}
+    finally:
+        LanguageModel.top_layer = top_layer
 
 
 def optimizer_difference(mirrored, make_optimizer):

@@ -42,27 +42,33 @@ def strategy_runs(tmp_path_factory, corpus):
     masked_model = {**MODEL, "lstm": {**{k: v for k, v in MODEL["lstm"].items()
                                          if k not in ("cell_clip", "proj_clip")},
                                       "fully_bidirectional": True}}
-    recipes = [_write_recipe(base / "stream.json", mode="stream", clip_norm=0.1),
-               _write_recipe(base / "sentence.json", mode="sentence"),
-               _write_recipe(base / "masked_stream.json", base="tiny_masked", model=masked_model,
-                             mode="stream", clip_norm=0.1)]
+    runs = [f"{_write_recipe(base / 'stream.json', mode='stream', clip_norm=0.1)}:"
+            "default,mirrored,mirrored-xla",
+            # Resumed half-way: XLA per replica resumes exactly, keeping its setting.
+            f"{_write_recipe(base / 'sentence.json', mode='sentence')}:"
+            "default,mirrored,mirrored-xla-resumed",
+            f"{_write_recipe(base / 'masked_stream.json', base='tiny_masked', model=masked_model, mode='stream', clip_norm=0.1)}:"  # noqa: E501
+            "default,mirrored",
+            # A step with an op XLA cannot compile, which only a compiled step refuses.
+            f"{_write_recipe(base / 'sampled.json', mode='stream', num_negatives=64)}:"
+            "mirrored-refuses,mirrored-xla-refuses"]
     command = [sys.executable, "-m", "tests.training.strategy_runs", corpus["train"], str(base),
-               str(STEPS), *map(str, recipes)]
+               str(STEPS), *runs]
     done = subprocess.run(command, check=False, cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-4000:]
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULTS ")][-1]
     return base, json.loads(line[len("RESULTS "):])
 
 
-def _compare(base, results, mode, *, loss_rtol, weight_rtol, weight_atol):
-    default, mirrored = results[mode]["default"], results[mode]["mirrored"]
+def _compare(base, results, mode, *, loss_rtol, weight_rtol, weight_atol, run="mirrored"):
+    default, mirrored = results[mode]["default"], results[mode][run]
     assert default["steps"] == mirrored["steps"] == STEPS
     assert default["train"].keys() == mirrored["train"].keys()
     for metric in default["train"]:
         np.testing.assert_allclose(mirrored["train"][metric], default["train"][metric],
                                    rtol=loss_rtol, err_msg=f"{mode}: {metric}")
-    one, two = base / f"{mode}-default", base / f"{mode}-mirrored"
+    one, two = base / f"{mode}-default", base / f"{mode}-{run}"
     # The biLM (released layout), then the whole language model with the softmax and the
     # optimizer's state at the end and at the step-2 checkpoint (the carried LSTM state, per
     # replica, is not saved).
@@ -103,6 +109,31 @@ def test_mirrored_masked_elmo_stream_training_equals_one_replica(strategy_runs):
     assert set(results["masked_stream"]["default"]["train"]) == {"loss", "perplexity"}
     _compare(base, results, "masked_stream", loss_rtol=1e-5, weight_rtol=2.5e-7,
              weight_atol=1e-7)
+
+
+@pytest.mark.parametrize("mode, run", [("stream", "mirrored-xla"),
+                                       ("sentence", "mirrored-xla-resumed")])
+def test_xla_per_replica_trains_as_one_replica(strategy_runs, mode, run):
+    """XLA per replica (`CompiledStep`) under MirroredStrategy: 2 replicas, each compiling its
+    own step, train as 1 replica without XLA on the same global batch: ELMo in stream batches
+    (the carried LSTM state goes in and out of the compiled step, the clip after the sum),
+    ELMo in sentence batches (the replicas' token counts differ), killed half-way and resumed
+    with the `xla` setting left out (it keeps "on", and resumes exactly)."""
+    base, results = strategy_runs
+    assert results[mode][run]["xla"] == ["on", True]
+    assert results[mode]["default"]["xla"] == ["off", False]
+    _compare(base, results, mode, loss_rtol=1e-5, weight_rtol=2e-6, weight_atol=2e-6, run=run)
+
+
+def test_xla_per_replica_really_compiles_each_replicas_step(strategy_runs):
+    # An op XLA cannot compile (a Python function) in the model: the step runs under the
+    # strategy without XLA, and is refused with XLA per replica, by the compiler, in the
+    # replica's compiled step (no silently uncompiled step).
+    _, results = strategy_runs
+    assert results["sampled"]["mirrored-refuses"] == {"error": None}
+    error = results["sampled"]["mirrored-xla-refuses"]["error"]
+    assert error and "EagerPyFunc" in error and "_gradients" in error, error
+    assert "2 root error(s)" in error, error  # one per replica
 
 
 @pytest.mark.parametrize("optimizer", ["sparse_adagrad", "adam"])
@@ -195,9 +226,13 @@ def _assert_same_model(tmp_path):
 
 
 def test_multi_worker_trains_and_resumes_with_two_local_workers(tmp_path, corpus):
+    # With XLA per replica; a resumed run keeps the setting it was started with.
     recipe = _write_recipe(tmp_path / "R.json")
     command = (tmp_path, recipe, corpus["train"], "--steps", "4", "--checkpoint-every", "2")
-    outputs, report = _run_workers(*command, name="first")
+    outputs, report = _run_workers(*command, "--xla", "on", name="first")
+    for index in range(2):
+        record = json.loads((tmp_path / f"out_{index}" / "run.json").read_text())
+        assert (record["xla"], record["xla_compiled"]) == ("on", True)
     # Each worker keeps the whole run in its own --output (so it can resume without a shared
     # file system), with the same weights; only the chief writes TensorBoard logs.
     for index, output in enumerate(outputs):
@@ -215,8 +250,10 @@ def test_multi_worker_trains_and_resumes_with_two_local_workers(tmp_path, corpus
     (checkpoints / "ckpt-000000004.weights.h5").rename(
         checkpoints / "ckpt-000000004.weights.h5.x1y2.tmp")
     outputs, report = _run_workers(*command, name="again")
-    for output in outputs:
+    for index, output in enumerate(outputs):
         assert "at step 2 from" in output and "trained 4 steps" in output, report
+        record = json.loads((tmp_path / f"out_{index}" / "run.json").read_text())
+        assert record["xla"] == "on", report
     assert sorted(os.listdir(checkpoints)) == ["ckpt-000000002.weights.h5",
                                                "ckpt-000000004.weights.h5"]
     _assert_same_model(tmp_path)

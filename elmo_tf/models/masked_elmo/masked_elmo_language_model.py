@@ -88,7 +88,9 @@ class MaskedElmoLanguageModel(LanguageModel):
         return {"masked": top, "next_token": self.top_layer(
             outputs["layers_with_boundaries"], training, index=1)}
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
+                     loss_counts=None):
+        """The loss; `loss_counts`: `global_loss_counts(y)` when already computed."""
         next_token = ("forward_targets", "backward_targets")
         keys = set(y) if isinstance(y, dict) else None
         if keys not in ({"targets"}, {"targets", *next_token}) or (
@@ -106,7 +108,8 @@ class MaskedElmoLanguageModel(LanguageModel):
         total = tf.reduce_sum(nll)
         count = tf.reduce_sum(tf.cast(valid, tf.float32))
         self.perplexity.update_state(total, count)
-        loss = self.global_mean(total, count)
+        totals = loss_counts or self.global_loss_counts(y)
+        loss = tf.math.divide_no_nan(total, totals["targets"])
         if keys == {"targets"}:
             if self.next_token_weight and training:
                 raise ValueError("this model trains with a next-token loss (next_token_weight "
@@ -128,7 +131,7 @@ class MaskedElmoLanguageModel(LanguageModel):
         self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
         if not training:  # measured, but held-out losses stay the masked LM's, as any run's
             return loss
-        means = self.global_mean(sums, counts)
+        means = [tf.math.divide_no_nan(sums[k], totals[name]) for k, name in enumerate(next_token)]
         return loss + self.next_token_weight * 0.5 * (means[0] + means[1])
 
     def get_config(self):

@@ -259,7 +259,7 @@ def test_training_steps_compile_with_xla_on_bucketed_batches(corpus):
                for _, time in shapes)
     x, y = next((x, y) for x, y in data if (y["targets"].numpy() >= 0).any())  # a token to learn
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=8)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), xla=True)
     losses = [float(model.train_on_batch(x, y, return_dict=True)["loss"]) for _ in range(5)]
     assert losses[-1] < losses[0], losses
 
@@ -303,7 +303,7 @@ def test_stream_training_carries_state_in_mixed_precision_under_xla(corpus):
     data = _dataset(sentences, vocabulary, mode="stream", batch_size=4, window=6)
     backbone = _tiny_backbone(stream_rows=4, dtype="mixed_bfloat16")
     model = MaskedElmoLanguageModel(backbone, len(vocabulary), num_negatives=8)
-    model.compile(optimizer=keras.optimizers.Adam(3e-3), jit_compile=True)
+    model.compile(optimizer=keras.optimizers.Adam(3e-3), xla=True)
     history = model.fit(data, steps_per_epoch=3, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert backbone.bilm.compute_dtype == "bfloat16" and backbone.bilm.state_h.dtype == "float32"

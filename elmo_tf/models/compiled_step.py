@@ -1,0 +1,156 @@
+"""`CompiledStep`: every task's training step with XLA per replica, under any strategy."""
+
+import types
+
+import keras
+import tensorflow as tf
+
+from elmo_tf.keras_compat import sublayers, track_loss
+
+XLA_MODES = ("auto", "on", "off")
+
+
+def use_xla(mode, strategy=None):
+    """Whether training compiles each replica's step with XLA: `"on"`, `"off"`, or `"auto"`:
+    on when the replicas are GPUs (with or without a strategy; `strategy`: the one in scope by
+    default), off on CPUs (where XLA's gain depends on the machine: `docs/benchmarks.md`).
+
+    Example:
+    >>> use_xla("auto")   # True on a machine with a GPU
+    """
+    if mode not in XLA_MODES:
+        raise ValueError(f"xla must be one of {list(XLA_MODES)}; got {mode!r}.")
+    if mode != "auto":
+        return mode == "on"
+    strategy = strategy or tf.distribute.get_strategy()
+    try:
+        devices = strategy.extended.worker_devices
+    except RuntimeError:  # the default strategy: one device, a GPU if there is one
+        return bool(tf.config.list_logical_devices("GPU"))
+    return all("GPU" in device.upper() for device in devices)
+
+
+class CompiledStep:
+    """Mixin for a `keras.Model` (after `FitWorkarounds` among the bases, before the model
+    class): with `xla` on, its training step compiles each replica's forward and backward pass
+    with XLA, under no strategy, `MirroredStrategy` and `MultiWorkerMirroredStrategy` alike.
+
+    Keras 3 compiles the whole cross-replica step with `jit_compile=True`, which XLA cannot do
+    with mirrored variables (keras-team/keras#19005), so it turns XLA off under a strategy.
+    Here the compiled part is a pure function of values: the variables are read before it, in
+    the replica's context, and passed in (a `keras.StatelessScope` maps each variable to its
+    value inside); it returns the gradients and the new values of the state it changed (the
+    carried LSTM state, the metrics, seed generators), which are assigned after it. The
+    gradients' sum over the replicas, the global-norm clip and the optimizer update
+    (`SparseAdagrad`'s and `Adam`'s row-sparse updates) stay outside, as in Keras's own step.
+    Cross-replica ops cannot run inside a compiled function: a loss that divides by a count of
+    the whole global batch gets it from `global_loss_counts(y)`, computed before the compiled
+    part and passed in as `compute_loss(..., loss_counts=...)`.
+
+    Without a strategy the model is also compiled with Keras's `jit_compile=True`, so that the
+    update and the evaluation compile too (one device holds every variable).
+
+    Set by `compile(..., xla=...)`.
+    """
+
+    xla = False
+
+    def compile(self, *args, xla=None, **kwargs):
+        """`keras.Model.compile`, and `xla`: compile each replica's training step with XLA
+        (see the class): True or `"on"`, False or `"off"`, or `"auto"` (the default:
+        `use_xla`, on when the replicas are GPUs and every layer compiles). Keras's
+        `jit_compile` is taken as another name for it."""
+        jit_compile = kwargs.pop("jit_compile", None)
+        if xla is not None and jit_compile is not None and jit_compile != xla:
+            raise ValueError(f"xla={xla!r} and jit_compile={jit_compile!r} disagree: give "
+                             "xla alone (it replaces Keras's jit_compile, which a "
+                             "distribution strategy turns off).")
+        xla = next((v for v in (xla, jit_compile) if v is not None), "auto")
+        mode = {True: "on", False: "off"}.get(xla, xla)
+        self.xla = use_xla(mode) and (mode == "on" or not self.xla_incompatible_layers())
+        if self.xla and self.xla_incompatible_layers():
+            raise ValueError(
+                f"{type(self).__name__} cannot compile its training step with XLA: its layers "
+                f"{self.xla_incompatible_layers()} run ops XLA cannot compile (the string ops "
+                "that read raw text); compile it with xla=False.")
+        super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
+                        **kwargs)
+        # One trace per input signature (a new shape compiles once), kept in a plain
+        # namespace: not tracked, not saved with the model.
+        self._xla_step = types.SimpleNamespace(
+            gradients=tf.function(self._gradients, jit_compile=True))
+
+    def get_compile_config(self):
+        config = super().get_compile_config()
+        return {**config, "xla": bool(self.xla)} if config else config
+
+    def compile_from_config(self, config):
+        """Compiles a loaded model as it was saved (Keras skips a model whose `compile` is
+        its own)."""
+        config = keras.saving.deserialize_keras_object(config)
+        config.pop("jit_compile", None)
+        self.compile(**config)  # "xla" as saved
+        if getattr(self, "optimizer", None) is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def xla_incompatible_layers(self):
+        """The names of this model's layers that say they do not compile with XLA
+        (`supports_jit = False`: the downstream tasks' tokenizers read raw text)."""
+        return [layer.name for layer in sublayers(self) if not layer.supports_jit]
+
+    def global_loss_counts(self, y):
+        """Counts of the whole global batch that the loss divides by (summed over the replicas
+        here, outside the compiled part), or None when the loss needs none."""
+        return None
+
+    def train_step(self, data):
+        if not self.xla:
+            return super().train_step(data)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        counts = self.global_loss_counts(y)
+        trainable = self.trainable_variables
+        state = _unique(self.non_trainable_variables + self.metrics_variables)
+        loss_scale = self.optimizer.scale_loss(tf.constant(1.0))  # mixed float16's, or 1
+        # Values read here, in the replica's context: the compiled part holds no variable.
+        # Without a strategy Keras compiles this whole step: the part is traced into it, not
+        # compiled on its own as well.
+        part = self._gradients if self.jit_compile else self._xla_step.gradients
+        gradients, updates, y_pred = part(
+            [tf.convert_to_tensor(v.value) for v in trainable],
+            [tf.convert_to_tensor(v.value) for v in state], x, y, sample_weight, counts,
+            loss_scale)
+        for index, value in updates.items():
+            state[int(index)].assign(value)
+        self.optimizer.apply_gradients(zip(gradients, trainable))
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def _gradients(self, trainable_values, state_values, x, y, sample_weight, counts,
+                   loss_scale):
+        trainable = self.trainable_variables
+        state = _unique(self.non_trainable_variables + self.metrics_variables)
+        mapping = list(zip(trainable, trainable_values)) + list(zip(state, state_values))
+        with tf.GradientTape() as tape:
+            tape.watch(trainable_values)
+            with keras.StatelessScope(state_mapping=mapping) as scope:
+                before = [scope.get_current_value(v) for v in state]
+                y_pred = self(x, training=True)
+                extra = {} if counts is None else {"loss_counts": counts}
+                loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                         training=True, **extra)
+                track_loss(self, loss, x)
+            scaled = loss * tf.cast(loss_scale, loss.dtype)
+        gradients = tape.gradient(scaled, trainable_values)
+        # Only the state that changed goes back (a mirrored variable, a seed generator's,
+        # cannot take a value per replica; the LSTM state and the metrics are per replica).
+        updates = {str(i): scope.get_current_value(v) for i, (v, old) in
+                   enumerate(zip(state, before)) if scope.get_current_value(v) is not old}
+        return gradients, updates, y_pred
+
+
+def _unique(variables):
+    seen, unique = set(), []
+    for v in variables:
+        if id(v) not in seen:
+            seen.add(id(v))
+            unique.append(v)
+    return unique

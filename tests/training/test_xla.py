@@ -1,0 +1,157 @@
+"""XLA per replica (`CompiledStep`) without a strategy, the `xla` setting, and the persistent
+XLA cache (`elmo_tf.xla_cache`). Under MirroredStrategy: `test_distributed.py`."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf import xla_cache
+from elmo_tf.models import compiled_step
+from elmo_tf.models.downstream import TextClassifier
+from elmo_tf.recipes.recipe import Recipe
+from elmo_tf.training import build_language_model, use_xla
+from tests.conftest import CPU_ONLY_ENV
+from tests.training import RECIPE
+
+
+def _batch(seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(1, 260, size=(4, 6, 50)).astype("int32")
+    ids[:, :, 10:] = 0
+    ids[2, 4:] = 0  # a shorter row: padding in the batch
+    targets = rng.integers(0, 300, size=(4, 6)).astype("int32")
+    targets[2, 4:] = -1
+    return {"char_ids": ids}, {"forward_targets": targets,
+                               "backward_targets": np.roll(targets, 1, axis=1)}
+
+
+def _model(xla):
+    keras.utils.set_random_seed(0)
+    return build_language_model(Recipe.from_dict({**RECIPE, "mode": "sentence"}), 300, xla=xla)
+
+
+def _trained(xla, steps=3):
+    lm = _model(xla)
+    x, y = _batch()
+    history = lm.fit(tf.data.Dataset.from_tensors((x, y)).repeat(steps), epochs=1, verbose=0)
+    return lm, history.history
+
+
+def test_the_compiled_step_trains_as_the_plain_one():
+    # Full softmax (300 words < num_negatives), no dropout: nothing random in the step.
+    plain, plain_logs = _trained(False)
+    compiled, compiled_logs = _trained(True)
+    assert compiled.xla and not plain.xla
+    for name, values in plain_logs.items():
+        np.testing.assert_allclose(compiled_logs[name], values, rtol=2e-5, err_msg=name)
+    for a, b in zip(compiled.weights, plain.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-6, err_msg=a.path)
+    start = _model(False)
+    assert all(np.abs(a.numpy() - b.numpy()).max() > 0
+               for a, b in zip(compiled.trainable_weights, start.trainable_weights))
+
+
+def test_use_xla_and_clear_errors(monkeypatch):
+    assert use_xla("on") and not use_xla("off")
+    assert use_xla("auto") is bool(tf.config.list_logical_devices("GPU"))
+    with pytest.raises(ValueError,
+                       match=r"xla must be one of \['auto', 'on', 'off'\]; got 'yes'"):
+        use_xla("yes")
+    lm = build_language_model(Recipe.from_dict(RECIPE), 300)
+    with pytest.raises(ValueError, match="xla='on' and jit_compile=False disagree"):
+        lm.compile(optimizer="adam", xla="on", jit_compile=False)
+    from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
+
+    classifier = TextClassifier(ElmoEmbedding(ElmoBackbone(ElmoConfig.from_preset("tiny"))),
+                                labels=["a", "b"], encoder_units=4)
+    # "auto" on a GPU (simulated) leaves a model that cannot compile without XLA.
+    monkeypatch.setattr(compiled_step, "use_xla", lambda mode: mode != "off")
+    classifier.compile(optimizer="adam", loss=classifier.task_loss())
+    assert not classifier.xla
+    lm.compile(optimizer="adam")
+    assert lm.xla
+    with pytest.raises(ValueError, match=r"TextClassifier cannot compile .*\['elmo_embedding"
+                                         r".*'tokens_to_char_ids"):
+        classifier.compile(optimizer="adam", loss=classifier.task_loss(), xla=True)
+
+
+def test_the_cache_directory_is_per_machine_and_can_be_turned_off(tmp_path):
+    key = xla_cache.machine_key()
+    assert len(key) == 12 and key == xla_cache.machine_key()
+    assert xla_cache.directory({"ELMO_TF_XLA_CACHE": "off"}) is None
+    assert xla_cache.directory({"ELMO_TF_XLA_CACHE": str(tmp_path)}) == str(tmp_path / key)
+    assert xla_cache.directory({"XDG_CACHE_HOME": "/c"}) == f"/c/elmo_tf/xla/{key}"
+    environ = {"ELMO_TF_XLA_CACHE": str(tmp_path), "TF_XLA_FLAGS": "--tf_xla_auto_jit=2"}
+    assert xla_cache.configure(environ) == str(tmp_path / key)
+    assert environ["TF_XLA_FLAGS"] == (
+        f"--tf_xla_auto_jit=2 --tf_xla_persistent_cache_directory={tmp_path / key}")
+    assert (tmp_path / key).is_dir()
+    given = {"TF_XLA_FLAGS": "--tf_xla_persistent_cache_directory=/mine"}
+    assert xla_cache.configure(given) == "/mine" and given["TF_XLA_FLAGS"].count("=") == 1
+    off = {"ELMO_TF_XLA_CACHE": "off"}
+    assert xla_cache.configure(off) is None and "TF_XLA_FLAGS" not in off
+
+
+def test_a_second_process_finds_the_compiled_program(tmp_path):
+    # The same XLA program in two processes: the first writes it to the cache, the second
+    # loads it and writes nothing new; with the cache off nothing is written.
+    script = ("import elmo_tf, tensorflow as tf\n"
+              "f = tf.function(lambda x: tf.reduce_sum(tf.sin(x) * 2.0), jit_compile=True)\n"
+              "print(float(f(tf.ones([7]))))\n")
+
+    def run(cache):
+        # Its own home, cache home and working directory: whatever it writes stays here.
+        home = tmp_path / "home"
+        home.mkdir(exist_ok=True)
+        env = dict(os.environ, **CPU_ONLY_ENV, TF_CPP_MIN_LOG_LEVEL="3",
+                   ELMO_TF_XLA_CACHE=cache, HOME=str(home), XDG_CACHE_HOME=str(home / "cache"))
+        env.pop("TF_XLA_FLAGS", None)
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                              text=True, timeout=120, check=False, cwd=home)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return float(done.stdout.split()[-1])
+
+    def entries(root):  # (Keras writes its ~/.keras/keras.json)
+        return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                      if p.is_file() and ".keras" not in p.parts)
+
+    cache = tmp_path / "cache"
+    first = run(str(cache))
+    written = entries(cache)
+    assert len(written) == 1 and "/xla_compile_cache" in written[0], written
+    stamp = os.stat(cache / written[0]).st_mtime_ns
+    assert run(str(cache)) == first
+    assert entries(cache) == written and os.stat(cache / written[0]).st_mtime_ns == stamp
+    run("off")
+    assert entries(tmp_path / "home") == [] and entries(cache) == written
+    run("")  # the default: under the cache home
+    assert [p.split("/")[:2] for p in entries(tmp_path / "home")] == [["cache", "elmo_tf"]]
+
+
+def test_a_saved_task_loads_compiled_as_it_was(tmp_path):
+    # A task's `compile` is its own (the `xla` argument): it must still come back compiled
+    # from a `.keras` file, as Keras does for models that keep Keras's `compile`.
+    from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
+
+    keras.utils.set_random_seed(0)
+    classifier = TextClassifier(ElmoEmbedding(ElmoBackbone(ElmoConfig.from_preset("tiny"))),
+                                labels=["a", "b"], encoder_units=4)
+    classifier.compile(optimizer="adam", loss=classifier.task_loss(), metrics=["accuracy"])
+    texts, labels = tf.constant(["a b c", "d", "e f"]), np.array([0, 1, 1])
+    classifier.save(tmp_path / "m.keras")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert not [w for w in caught if "compile()" in str(w.message)]
+    assert loaded.compiled and loaded.xla is False
+    expected = classifier.evaluate(texts, labels, return_dict=True, verbose=0)
+    got = loaded.evaluate(texts, labels, return_dict=True, verbose=0)
+    assert got.keys() == expected.keys()
+    for key, value in expected.items():
+        np.testing.assert_allclose(got[key], value, rtol=1e-5, err_msg=key)
