@@ -71,7 +71,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json, and a resumed
             run keeps what it was started with unless `xla` is given. Compiled programs are
             kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
-            sampled negatives come from XLA's random generator, which `seed` does not fix.
+            sampled negatives come from XLA's own random generator, which ignores `seed`.
         verbose: Keras `fit` verbosity.
 
     Returns:
