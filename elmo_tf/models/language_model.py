@@ -74,6 +74,8 @@ class LanguageModel(Task, keras.Model):
         replicas' batches: the denominators of the loss's means (`CompiledStep`; the loss is
         the mean over the global batch's predicted words, and Keras sums the replicas'
         gradients, so a replica's loss is its part of that mean)."""
+        if not isinstance(y, dict):
+            return None  # compute_loss refuses such targets, with the reason
         counts = {name: tf.reduce_sum(tf.cast(tf.cast(targets, tf.int32) >= 0, tf.float32))
                   for name, targets in y.items()}
         context = tf.distribute.get_replica_context()
