@@ -67,11 +67,12 @@ class CompiledStep:
                              "distribution strategy turns off).")
         xla = next((v for v in (xla, jit_compile) if v is not None), "auto")
         mode = {True: "on", False: "off"}.get(xla, xla)
-        self.xla = use_xla(mode) and (mode == "on" or not self.xla_incompatible_layers())
-        if self.xla and self.xla_incompatible_layers():
+        incompatible = self.xla_incompatible_layers()
+        self.xla = use_xla(mode) and (mode == "on" or not incompatible)
+        if self.xla and incompatible:
             raise ValueError(
                 f"{type(self).__name__} cannot compile its training step with XLA: its layers "
-                f"{self.xla_incompatible_layers()} run ops XLA cannot compile (the string ops "
+                f"{incompatible} run ops XLA cannot compile (the string ops "
                 "that read raw text); compile it with xla=False.")
         super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
                         **kwargs)
