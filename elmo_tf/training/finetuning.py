@@ -26,7 +26,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_tf.checks import check_positive_ints
+from elmo_tf.checks import check_non_negative_int, check_positive_ints
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import read_json, write_atomically, write_json_atomically
 from elmo_tf.keras_compat import save_model_to_file
@@ -43,7 +43,8 @@ TASKS = task_names() + tuple(f"glue/{name}" for name in GLUE_TASKS)
 def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
              dev=None, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
-             fine_tune_bilm=False, scalar_mix_parameters=None, seed=0, verbose="auto"):
+             fine_tune_bilm=False, scalar_mix_parameters=None, word_embedding_dim=None, seed=0,
+             verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
 
     Args:
@@ -70,6 +71,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         scalar_mix_parameters: fixed pre-softmax weights of the biLM's layers (one per layer,
             layer 0 first) instead of a trained mix, as AllenNLP's `Elmo` takes them:
             `[1, -9e10, -9e10]` uses layer 0 alone (the context-free token representation).
+        word_embedding_dim: a sentence classifier's bag of task-trained word embeddings
+            beside ELMo (`TextClassifier`; `classify` and GLUE's single-sentence tasks): by
+            default 64, chosen by measurement (`docs/benchmarks.md`, "Fine-tuning
+            defaults"); 0 leaves it out (ELMo alone). Other tasks have none.
         seed: initialisation, dropout and batch order.
         verbose: Keras `fit` verbosity.
 
@@ -86,6 +91,14 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     check_positive_ints(epochs=epochs, patience=patience, batch_size=batch_size,
                         encoder_units=encoder_units)
     cls = _model_class(task)
+    options = dict(cls.finetune_options)
+    if word_embedding_dim is not None:
+        if "word_embedding_dim" not in options:
+            raise ValueError(f"word_embedding_dim (--word-embedding-dim) is for the sentence "
+                             f"classifiers (classify, GLUE's single-sentence tasks); the task "
+                             f"{task!r} has no word features.")
+        check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
+        options["word_embedding_dim"] = word_embedding_dim
     # Checked before any model is built.
     data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev)
     tokenizer = cls.fixed_tokenizer or tokenizer or _pretraining_tokenizer(model_dir)
@@ -98,12 +111,14 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 "dropout": dropout, "fine_tune_bilm": bool(fine_tune_bilm), "seed": seed}
     if scalar_mix_parameters is not None:  # recorded only when given: older runs resume
         settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
+    # Recorded where not 0, as run.json had none before: such runs resume with 0.
+    settings.update({name: value for name, value in options.items() if value})
     run = RunDirectory(output)
     previous = run.check_settings(settings)
     run.open()
     keras.utils.set_random_seed(seed)
     model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
-                   fine_tune_bilm, settings.get("scalar_mix_parameters"))
+                   fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
     model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.task_loss())
     model.optimizer.build(model.trainable_variables)
     record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
@@ -196,7 +211,7 @@ def _pretraining_tokenizer(model_dir):
 
 
 def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm,
-           scalar_mix_parameters):
+           scalar_mix_parameters, options):
     for name in ("options.json", "weights.hdf5"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise FileNotFoundError(f"--model {model_dir} lacks {name} (an `elmo-tf train` "
@@ -205,7 +220,7 @@ def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_
                                             os.path.join(model_dir, "weights.hdf5"),
                                             dropout=dropout, fine_tune=fine_tune_bilm,
                                             scalar_mix_parameters=scalar_mix_parameters)
-    return cls.create(embedding, labels, tokenizer, encoder_units, dropout)
+    return cls.create(embedding, labels, tokenizer, encoder_units, dropout, **options)
 
 
 def _epochs(model, examples, batch_size, seed, first, last):

@@ -44,6 +44,9 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     assert "best epoch" in out and "dev accuracy" in out
     whole = json.loads((tmp_path / "whole" / "dev_metrics.json").read_text())
     assert set(whole["dev"]) == {"accuracy", "f1"} and whole["epochs"] <= 6
+    # By default a classifier has its bag of task-trained word embeddings (64), recorded.
+    settings = json.loads((tmp_path / "whole" / "run.json").read_text())["settings"]
+    assert settings["word_embedding_dim"] == 64
     # The same run in two parts (3 epochs, then 6 in all) ends where the whole one did.
     _finetune(capsys, *common, "--output", str(tmp_path / "parts"), "--epochs", "3")
     _finetune(capsys, *common, "--output", str(tmp_path / "parts"), "--epochs", "6")
@@ -127,7 +130,10 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             (["--task", "classify", "--train", str(train), "--dev", str(tmp_path / "dev.tsv")],
              "has labels the training file does not have: ['meh']"),
             (["--task", "glue/sst2", "--train", str(train)], "reads GLUE's files from --data-dir"),
-            (["--task", "classify", "--train", str(train)], "reads --train and --dev files")):
+            (["--task", "classify", "--train", str(train)], "reads --train and --dev files"),
+            (["--task", "tag", "--train", str(train), "--dev", str(train),
+              "--word-embedding-dim", "8"], "the task 'tag' has no word features"),
+            (["--task", "classify", "--word-embedding-dim", "-1"], "must be an integer >= 0")):
         with pytest.raises(SystemExit):
             cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
         assert message in capsys.readouterr().err
@@ -144,10 +150,13 @@ def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
     _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(train),
               "--model", bilm, "--output", str(tmp_path / "layer0"), "--epochs", "1",
-              "--scalar-mix-parameters", "1,-9e10,-9e10")
+              "--scalar-mix-parameters", "1,-9e10,-9e10", "--word-embedding-dim", "0")
     record = json.loads((tmp_path / "layer0" / "run.json").read_text())
     assert record["settings"]["scalar_mix_parameters"] == [1.0, -9e10, -9e10]
-    embedding = keras.saving.load_model(tmp_path / "layer0" / "model.keras").embedding
+    assert "word_embedding_dim" not in record["settings"]  # 0: ELMo alone, as runs before it
+    model = keras.saving.load_model(tmp_path / "layer0" / "model.keras")
+    assert "bag_of_words" not in [layer.name for layer in model.layers]
+    embedding = model.embedding
     assert not embedding.scalar_mixes[0].trainable_weights
     # The embedding is the biLM's layer 0 (the context-free token representation) exactly.
     tokens = tf.constant([["a", "good", "film"], ["so", "bad", "fun"]])

@@ -64,6 +64,8 @@ class DownstreamTask(Task, keras.Model):
     task_name = None  # the name finetune gives plain files of this task
     input_names = ("text",)  # the model's string inputs, `[batch]` each
     fixed_tokenizer = None  # the tokenizer its inputs need, whatever the biLM's corpus had
+    # The constructor's own options that `elmo-tf finetune` sets, with their defaults there.
+    finetune_options = {}
 
     def __init__(self, *, embedding, labels, encoder_units, dropout, config, **kwargs):
         super().__init__(**kwargs)
@@ -109,11 +111,11 @@ class DownstreamTask(Task, keras.Model):
 
     # --- fine-tuning on plain files ------------------------------------------------------
     @classmethod
-    def create(cls, embedding, labels, tokenizer, encoder_units, dropout):
+    def create(cls, embedding, labels, tokenizer, encoder_units, dropout, **options):
         """The model `elmo-tf finetune` trains: `labels` the class names (None: a regressor),
-        `tokenizer` how raw text becomes tokens."""
+        `tokenizer` how raw text becomes tokens, `options` those of `finetune_options`."""
         return cls(embedding, labels=labels, tokenizer=tokenizer, encoder_units=encoder_units,
-                   dropout=dropout)
+                   dropout=dropout, **options)
 
     @classmethod
     def read_examples(cls, path):

@@ -60,8 +60,9 @@ class SequenceTagger(DownstreamTask):
 
     # --- fine-tuning on CoNLL files ------------------------------------------------------
     @classmethod
-    def create(cls, embedding, labels, tokenizer, encoder_units, dropout):
-        return cls(embedding, tags=labels, encoder_units=encoder_units, dropout=dropout)
+    def create(cls, embedding, labels, tokenizer, encoder_units, dropout, **options):
+        return cls(embedding, tags=labels, encoder_units=encoder_units, dropout=dropout,
+                   **options)
 
     @classmethod
     def read_examples(cls, path):

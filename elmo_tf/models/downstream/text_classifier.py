@@ -2,6 +2,8 @@
 
 import keras
 
+from elmo_tf.checks import check_non_negative_int
+from elmo_tf.layers.bag_of_words import BagOfWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
@@ -16,7 +18,11 @@ class TextClassifier(DownstreamTask):
     Raw sentences `[batch]` are tokenized in the graph (`TextTokenizer`), embedded
     (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), max-pooled over
     the real tokens, dropped out and projected to `len(labels)` logits (one score for a
-    regressor), the GLUE paper's single-sentence ELMo baseline.
+    regressor), the GLUE paper's single-sentence ELMo baseline. With `word_embedding_dim`, the
+    mean of word embeddings trained on the task alone (`BagOfWords`, hashed words) is
+    concatenated with the pooled vector before the dropout: ELMo beside context-free word
+    features, as the ELMo paper's task models use it (what it is worth on small labelled
+    sets: `docs/benchmarks.md`, "Fine-tuning defaults").
 
     Args:
         embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
@@ -25,6 +31,8 @@ class TextClassifier(DownstreamTask):
             (`"whitespace"` or `"wordpunct"`).
         encoder_units: the BiLSTM's units per direction.
         dropout: on the pooled sentence vector, in training.
+        word_embedding_dim: the size of the bag of task-trained word embeddings; 0 (the
+            default) leaves it out: ELMo's representations alone.
 
     Example:
     >>> embedding = ElmoEmbedding.from_allennlp("options.json", "weights.hdf5")
@@ -36,9 +44,10 @@ class TextClassifier(DownstreamTask):
 
     task_name = "classify"  # plain files: label<TAB>text
     input_names = ("text",)
+    finetune_options = {"word_embedding_dim": 64}  # measured: docs/benchmarks.md
 
     def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
-                 dropout=0.0, **kwargs):
+                 dropout=0.0, word_embedding_dim=0, **kwargs):
         outputs = self.check_arguments(embedding, labels, encoder_units, dropout,
                                        regression_allowed=True)
         # === Layers ===
@@ -47,11 +56,19 @@ class TextClassifier(DownstreamTask):
         pool = MaskedMaxPooling(name="max_pooling")
         drop = keras.layers.Dropout(dropout, name="dropout")
         head = keras.layers.Dense(outputs, dtype="float32", name="logits")
+        check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
 
         # === Functional Model ===
         text = keras.Input(shape=(), dtype="string", name="text")
-        logits = head(drop(pool(encoder(embedding(tokenize(text))))))
+        tokens = tokenize(text)
+        sentence = pool(encoder(embedding(tokens)))
+        if word_embedding_dim:
+            words = BagOfWords(word_embedding_dim, name="bag_of_words")(tokens)
+            sentence = keras.layers.Concatenate(name="with_words")([sentence, words])
+        logits = head(drop(sentence))
         super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=labels,
                          encoder_units=encoder_units, dropout=dropout,
-                         config={"tokenizer": tokenizer}, **kwargs)
+                         config={"tokenizer": tokenizer,
+                                 "word_embedding_dim": word_embedding_dim}, **kwargs)
         self.tokenizer = tokenizer
+        self.word_embedding_dim = word_embedding_dim

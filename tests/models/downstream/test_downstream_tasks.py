@@ -102,7 +102,8 @@ def test_empty_texts_get_the_prediction_of_an_empty_sentence():
 @pytest.mark.parametrize("task", ["classifier", "pair_regressor", "tagger"])
 def test_every_task_keeps_the_task_contract(task, tmp_path):
     models = {
-        "classifier": lambda: TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4),
+        "classifier": lambda: TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                                             word_embedding_dim=3),
         "pair_regressor": lambda: SentencePairClassifier(_embedding(), labels=None,
                                                          encoder_units=4, hidden_dim=4),
         "tagger": lambda: SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=4)}
@@ -141,6 +142,8 @@ def test_clear_errors():
         TextClassifier(embedding.backbone, labels=["a", "b"])
     with pytest.raises(ValueError, match="encoder_units must be a positive integer"):
         TextClassifier(embedding, labels=["a", "b"], encoder_units=0)
+    with pytest.raises(ValueError, match="word_embedding_dim must be an integer >= 0"):
+        TextClassifier(embedding, labels=["a", "b"], word_embedding_dim=-1)
 
 
 LOAD = """
@@ -160,7 +163,8 @@ print("OUT" + json.dumps(out))
 def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path):
     embedding = _embedding()
     models = {
-        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4),
+        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4,
+                                     word_embedding_dim=3),
         "pair": SentencePairClassifier(embedding, labels=None, encoder_units=4, hidden_dim=4),
         "tagger": SequenceTagger(embedding, tags=["O", "B-X", "I-X"], encoder_units=4),
     }
@@ -219,7 +223,8 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
 
     embedding = _embedding()
     models = {
-        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4),
+        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4,
+                                     word_embedding_dim=3),
         "regressor": SentencePairClassifier(embedding, labels=None, encoder_units=4,
                                             hidden_dim=4),
         "tagger": SequenceTagger(embedding, tags=["O", "B-X", "I-X"], encoder_units=4),

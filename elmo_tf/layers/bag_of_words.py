@@ -1,0 +1,63 @@
+"""`BagOfWords`: string tokens -> the mean of task-trained word embeddings (hashed words)."""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="elmo_tf")
+class BagOfWords(keras.layers.Layer):
+    """String tokens `[batch, time]`, right-padded with `""` -> `[batch, dim]`: the mean of one
+    trained embedding row per real token (zeros for a sentence with none). Words are hashed
+    into `buckets - 1` rows (`tf.strings.to_hash_bucket_fast`, a core op, so a SavedModel
+    serves it; no vocabulary file), row 0 is the padding's and never read.
+
+    The task models' context-free word features, learned on the task's labels alone: what the
+    ELMo paper's task models concatenate ELMo with (their `x_k`, GloVe there), and the
+    bag-of-words half of a strong small-data sentence classifier (`TextClassifier`'s
+    `word_embedding_dim`). Words are hashed as written (no lowercasing), as the biLM reads them.
+
+    Args:
+        dim: the embedding's size.
+        buckets: rows of the hashed embedding (2**16: a few collisions in a task vocabulary of
+            tens of thousands of words).
+
+    Example:
+    >>> bag = BagOfWords(dim=8)
+    >>> bag(tf.constant([["a", "fine", "film"], ["dull", "", ""]])).shape
+    TensorShape([2, 8])
+    """
+
+    def __init__(self, dim, buckets=2 ** 16, **kwargs):
+        super().__init__(**kwargs)
+        for name, value, least in (("dim", dim, 1), ("buckets", buckets, 2)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"BagOfWords's {name} must be an integer >= {least}; got "
+                                 f"{value!r}.")
+        self.dim = dim
+        self.buckets = buckets
+        self.supports_jit = False  # string ops (the hashing) do not compile with XLA
+        self.embedding = keras.layers.Embedding(
+            buckets, dim, embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05),
+            dtype=self.dtype_policy, name="embedding")
+
+    def build(self, input_shape):
+        self.embedding.build((None, None))
+        self.built = True
+
+    def call(self, tokens):
+        tokens = tf.convert_to_tensor(tokens)
+        if tokens.dtype != tf.string or tokens.shape.rank != 2:
+            raise ValueError(f"BagOfWords takes string tokens [batch, time]; got "
+                             f"{tokens.dtype.name} of shape {tokens.shape}.")
+        real = tf.not_equal(tokens, "")
+        ids = tf.where(real, tf.strings.to_hash_bucket_fast(tokens, self.buckets - 1) + 1, 0)
+        vectors = self.embedding(ids)
+        weights = tf.cast(real, vectors.dtype)[:, :, None]
+        count = tf.maximum(tf.reduce_sum(weights, axis=1), tf.ones([], vectors.dtype))
+        return tf.reduce_sum(vectors * weights, axis=1) / count
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.dim)
+
+    def get_config(self):
+        return {**super().get_config(), "dim": self.dim, "buckets": self.buckets}
