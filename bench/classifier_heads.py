@@ -86,7 +86,7 @@ def train_head(kind, train, dev, classes, seed, epochs=10, patience=3):
     keras.utils.set_random_seed(seed)
     (x, t, y), (dx, dt, dy) = train, dev
     model = head_model(kind, x.shape[2], x.shape[3], classes)
-    model.compile(keras.optimizers.Adam(1e-3), metrics=["accuracy"],
+    model.compile(keras.optimizers.Adam(1e-3), metrics=["accuracy"], jit_compile=False,
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     train_data = tf.data.Dataset.from_tensor_slices(((x, tf.constant(t)), y)).shuffle(
         len(y), seed=seed).batch(32)

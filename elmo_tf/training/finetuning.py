@@ -74,7 +74,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         word_embedding_dim: a sentence classifier's bag of task-trained word embeddings
             beside ELMo (`TextClassifier`; `classify` and GLUE's single-sentence tasks): by
             default 64, chosen by measurement (`docs/benchmarks.md`, "Fine-tuning
-            defaults"); 0 leaves it out (ELMo alone). Other tasks have none.
+            defaults"); 0 leaves it out (ELMo alone). Other tasks have none. A run resumed
+            without it keeps what it started with.
         seed: initialisation, dropout and batch order.
         verbose: Keras `fit` verbosity.
 
@@ -99,6 +100,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                              f"{task!r} has no word features.")
         check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
         options["word_embedding_dim"] = word_embedding_dim
+    elif "word_embedding_dim" in options:
+        recorded = RunDirectory(output).record()
+        if recorded is not None:  # a run resumes as it started (run.json records no 0)
+            options["word_embedding_dim"] = recorded["settings"].get("word_embedding_dim", 0)
     # Checked before any model is built.
     data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev)
     tokenizer = cls.fixed_tokenizer or tokenizer or _pretraining_tokenizer(model_dir)

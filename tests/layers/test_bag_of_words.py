@@ -42,8 +42,18 @@ def test_gradients_reach_only_the_rows_of_the_words_read():
     grad = tf.convert_to_tensor(tape.gradient(loss, bag.trainable_variables[0]))
     touched = set(np.flatnonzero(np.abs(grad.numpy()).sum(-1)))
     expected = set((tf.strings.to_hash_bucket_fast(["x", "y"], 63) + 1).numpy())
-    assert touched == expected and 0 not in touched  # row 0 is the padding's, never read
+    assert touched == expected
     np.testing.assert_allclose(grad.numpy()[sorted(touched)].sum(), 3 * 1.0, atol=1e-6)
+
+
+def test_padding_weighs_nothing_whatever_its_row_holds():
+    keras.utils.set_random_seed(2)
+    bag = BagOfWords(dim=3, buckets=64)
+    tokens = tf.constant([["x", "y", ""], ["", "", ""]])
+    before = bag(tokens).numpy()
+    table = bag.trainable_variables[0]
+    table.assign(tf.tensor_scatter_nd_update(table, [[0]], [[1e6, -1e6, 1e6]]))
+    np.testing.assert_array_equal(bag(tokens).numpy(), before)
 
 
 def test_config_round_trip_and_dtype_policy():
@@ -62,5 +72,7 @@ def test_clear_errors():
         BagOfWords(dim=0)
     with pytest.raises(ValueError, match="buckets must be an integer >= 2; got 1"):
         BagOfWords(dim=4, buckets=1)
-    with pytest.raises(ValueError, match=r"string tokens \[batch, time\]; got int32"):
+    with pytest.raises(TypeError, match=r"string tokens \[batch, time\]; got int32"):
         BagOfWords(dim=4)(tf.constant([[1, 2]]))
+    with pytest.raises(ValueError, match=r"string tokens \[batch, time\]; got shape \(2,\)"):
+        BagOfWords(dim=4)(tf.constant(["a", "b"]))

@@ -154,6 +154,12 @@ def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
     record = json.loads((tmp_path / "layer0" / "run.json").read_text())
     assert record["settings"]["scalar_mix_parameters"] == [1.0, -9e10, -9e10]
     assert "word_embedding_dim" not in record["settings"]  # 0: ELMo alone, as runs before it
+    # Such a run (and any recorded before the flag) resumes without it, keeping 0.
+    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(train),
+              "--model", bilm, "--output", str(tmp_path / "layer0"), "--epochs", "2",
+              "--scalar-mix-parameters", "1,-9e10,-9e10")
+    record = json.loads((tmp_path / "layer0" / "run.json").read_text())
+    assert len(record["epochs"]) == 2 and "word_embedding_dim" not in record["settings"]
     model = keras.saving.load_model(tmp_path / "layer0" / "model.keras")
     assert "bag_of_words" not in [layer.name for layer in model.layers]
     embedding = model.embedding

@@ -86,7 +86,8 @@ def test_empty_texts_get_the_prediction_of_an_empty_sentence():
     """A batch in which no text has a token (Keras's LSTM cannot run zero steps) is one column
     of padding: an empty text gets the same logits alone as beside a real sentence, those of a
     sentence with no token (the head's bias, the pooled vector being zeros)."""
-    classifier = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4)
+    classifier = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                                word_embedding_dim=3)
     alone = classifier(tf.constant(["", " "])).numpy()
     beside = classifier(tf.constant(["", "a b c"])).numpy()
     np.testing.assert_allclose(alone[0], beside[0], atol=1e-6)
@@ -144,6 +145,18 @@ def test_clear_errors():
         TextClassifier(embedding, labels=["a", "b"], encoder_units=0)
     with pytest.raises(ValueError, match="word_embedding_dim must be an integer >= 0"):
         TextClassifier(embedding, labels=["a", "b"], word_embedding_dim=-1)
+
+
+def test_a_classifier_config_from_before_the_word_features_builds_elmo_alone():
+    """`.keras` files saved before `word_embedding_dim` existed have no such key."""
+    model = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                           word_embedding_dim=3)
+    assert "bag_of_words" in [layer.name for layer in model.layers]
+    config = model.get_config()
+    del config["word_embedding_dim"]
+    old = TextClassifier.from_config(config)
+    assert old.word_embedding_dim == 0
+    assert "bag_of_words" not in [layer.name for layer in old.layers]
 
 
 LOAD = """
