@@ -110,7 +110,7 @@ class CompiledStep:
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         counts = self.global_loss_counts(y)
         trainable = self.trainable_variables
-        state = _unique(self.non_trainable_variables + self.metrics_variables)
+        state = self._state_variables()
         loss_scale = self.optimizer.scale_loss(tf.constant(1.0))  # mixed float16's, or 1
         # Values read here, in the replica's context: the compiled part holds no variable.
         # Without a strategy Keras compiles this whole step: the part is traced into it, not
@@ -128,7 +128,7 @@ class CompiledStep:
     def _gradients(self, trainable_values, state_values, x, y, sample_weight, counts,
                    loss_scale):
         trainable = self.trainable_variables
-        state = _unique(self.non_trainable_variables + self.metrics_variables)
+        state = self._state_variables()
         mapping = list(zip(trainable, trainable_values)) + list(zip(state, state_values))
         with tf.GradientTape() as tape:
             tape.watch(trainable_values)
@@ -147,11 +147,8 @@ class CompiledStep:
                    enumerate(zip(state, before)) if scope.get_current_value(v) is not old}
         return gradients, updates, y_pred
 
-
-def _unique(variables):
-    seen, unique = set(), []
-    for v in variables:
-        if id(v) not in seen:
-            seen.add(id(v))
-            unique.append(v)
-    return unique
+    def _state_variables(self):
+        """The variables the step may change besides the trainable ones (each once, in a fixed
+        order: the compiled part returns their new values by index)."""
+        return list({id(v): v for v in self.non_trainable_variables
+                     + self.metrics_variables}.values())
