@@ -11,13 +11,14 @@
 # never committed), then prints the device commands: the chunk commands, back to back, then
 # bench/gpu_pretraining_value_device.sh, which runs both models side by side in one command
 # (each under the device tool's 10 minutes) and writes $OUT/pretraining_value-gpu.json.
-# Measured on an H200 (2026-11-27, bench/results/pretraining_value-gpu.json): the 8 chunk
-# commands ~40 s of device time with the machine's start; 2 GPU-minutes per model: both
-# calibrations (200 steps, XLA's first compilation included) and trainings ~350 s, ELMo's
-# evaluation and three probes ~170 s more. Masked ELMo's evaluation compiles every length
-# bucket of its held-out sentences and outlasted a 10-minute command there (its probes, which
-# now run beside it, ran in a second command then: the kept biLM stays under /tmp/pv on the
-# warm machine; the second command printed below).
+# Measured on an H200 (2026-11-27, bench/results/pretraining_value-gpu.json, with an earlier
+# version of the device script that probed after the evaluation): the machine's start and the
+# 7 chunk commands ~70 s of device time; 2 GPU-minutes per model: both calibrations (200
+# steps, XLA's first compilation included), trainings and ELMo's evaluation ~350 s, ELMo's
+# three probes ~170 s more. Masked ELMo's evaluation compiles every length bucket of its
+# held-out sentences and outlasted the 10-minute command; its probes ran in a second command
+# on the warm machine (printed below: its kept biLM stays under /tmp/pv there). The device
+# script now starts a model's probes beside its evaluation, as soon as its biLM is kept.
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -39,7 +40,8 @@ last=$(ls -d .gpu/c* | sort -V | tail -1)
 mkdir -p "$last/data"
 .venv/bin/python bench/real_text.py --data-dir "$last/data/real_text" > /dev/null
 rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep the carry small
-grep '^  carry' /tmp/gpu-prepare.log | grep -v "carry $last:"  # the last chunk travels with the run
-echo "Then (each model's three probes, if the first command's deadline stopped them, below):"
+grep '^  carry' /tmp/gpu-prepare.log | grep -v "carry $last:" || true  # the last chunk travels with the run
+echo "Then, in one command (the last chunk travels with it):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
-echo "  . /tmp/asm/env.sh; for t in wsj_pos_tagging sentence_polarity uncertainty; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds 0 --fine-tuned-at --models masked_elmo_small --only probe --tasks \$t --output \$OUT/masked-\$t.json > \$OUT/masked-\$t.log 2>&1 & done; wait"
+echo "If the deadline stopped a model's probes (stopped_at_deadline in the JSON), on the warm machine (MODEL: its name):"
+echo "  . /tmp/asm/env.sh; for t in wsj_pos_tagging sentence_polarity uncertainty; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds 0 --fine-tuned-at --models MODEL --only probe --tasks \$t --output \$OUT/probe-\$t.json > \$OUT/probe-\$t.log 2>&1 & done; wait"

@@ -171,42 +171,55 @@ def _supervised_per_step(record, recipe):
 
 
 def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, train_args=()):
-    """Trains `name` with `seed` through every budget, calling `save()` after each (a rerun
-    after a crash carries on from the last budget saved); returns {budget: figures}."""
+    """Trains `name` with `seed` through every budget, calling `save()` once a budget's biLM
+    is kept and again with its held-out figures (a rerun after a crash carries on from the
+    last step saved); returns {budget: figures}."""
     run_dir = os.path.join(runs, name, f"seed-{seed}", "run")
     out = report.setdefault("pretraining", {}).setdefault(name, {}).setdefault(str(seed), {})
     for budget in budgets:
         key = f"{budget:g}"
         kept = os.path.join(runs, name, f"seed-{seed}", f"budget-{key}")
         steps = max(1, round(budget * 60 / seconds_per_step))
-        if key in out and out[key].get("steps") == steps and os.path.isdir(kept):
-            continue  # done
-        wall, cpu = run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus",
-                         paths["lm_train"], "--output", run_dir, "--steps", str(steps),
-                         "--checkpoint-every", str(steps), "--seed", str(seed), *train_args],
-                        log=os.path.join(runs, name, f"seed-{seed}", f"train-{key}.log"))
-        shutil.rmtree(kept, ignore_errors=True)
-        os.makedirs(kept)
-        for file in ("options.json", "weights.hdf5", "vocab.txt", "run.json"):
-            shutil.copy(os.path.join(run_dir, file), kept)
-        scores = os.path.join(kept, "heldout.json")
-        run([*CLI, "evaluate", "--model", run_dir, "--corpus", paths["lm_heldout"], "--json",
-             scores], log=os.path.join(kept, "evaluate.log"))
-        record = _json(os.path.join(run_dir, "run.json"))
-        tokens, supervised = _supervised_per_step(record, record["settings"]["recipe"])
-        earlier = [v for b, v in out.items() if float(b) < budget]
-        previous = max(earlier, key=lambda v: v["steps"]) if earlier else None
-        out[key] = {"steps": steps,
-                    "train_wall_seconds": round(wall + (previous or {}).get(
-                        "train_wall_seconds", 0), 1),
-                    "train_cpu_seconds": round(cpu + (previous or {}).get(
-                        "train_cpu_seconds", 0), 1),
-                    "tokens_read": round(tokens * steps), "supervised_predictions":
-                        round(supervised * steps), "heldout": _json(scores),
-                    "bilm_sha256": _weights_digest(kept)}
-        print(name, seed, key, json.dumps(out[key]["heldout"]), flush=True)
-        save()
+        if out.get(key, {}).get("steps") != steps or not os.path.isdir(kept):
+            wall, cpu = run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus",
+                             paths["lm_train"], "--output", run_dir, "--steps", str(steps),
+                             "--checkpoint-every", str(steps), "--seed", str(seed),
+                             *train_args],
+                            log=os.path.join(runs, name, f"seed-{seed}", f"train-{key}.log"))
+            _keep(run_dir, kept)
+            record = _json(os.path.join(run_dir, "run.json"))
+            tokens, supervised = _supervised_per_step(record, record["settings"]["recipe"])
+            earlier = [v for b, v in out.items() if float(b) < budget]
+            previous = max(earlier, key=lambda v: v["steps"]) if earlier else None
+            out[key] = {"steps": steps,
+                        "train_wall_seconds": round(wall + (previous or {}).get(
+                            "train_wall_seconds", 0), 1),
+                        "train_cpu_seconds": round(cpu + (previous or {}).get(
+                            "train_cpu_seconds", 0), 1),
+                        "tokens_read": round(tokens * steps), "supervised_predictions":
+                            round(supervised * steps), "heldout": None,
+                        "bilm_sha256": _weights_digest(kept)}
+            save()  # kept and counted before its evaluation, which can be long (a GPU's)
+        if out[key]["heldout"] is None:
+            scores = os.path.join(kept, "heldout.json")
+            run([*CLI, "evaluate", "--model", run_dir, "--corpus", paths["lm_heldout"],
+                 "--json", scores], log=os.path.join(kept, "evaluate.log"))
+            out[key]["heldout"] = _json(scores)
+            print(name, seed, key, json.dumps(out[key]["heldout"]), flush=True)
+            save()
     return out
+
+
+def _keep(run_dir, kept):
+    """A copy of the biLM trained into `run_dir` as `kept`, whole or not at all (written
+    beside it, then renamed: a probe waiting for `kept` never reads half of it)."""
+    partial = kept + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    os.makedirs(partial)
+    for file in ("options.json", "weights.hdf5", "vocab.txt", "run.json"):
+        shutil.copy(os.path.join(run_dir, file), partial)
+    shutil.rmtree(kept, ignore_errors=True)
+    os.replace(partial, kept)
 
 
 def _kept_run(report, part, runs, name, seed, budget, variant):
