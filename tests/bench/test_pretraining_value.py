@@ -1,8 +1,14 @@
-"""The protocol's own arithmetic (bench/pretraining_value.py): step times from a progress bar,
-and what a step reads and supervises."""
+"""The protocol's own arithmetic and bookkeeping (bench/pretraining_value.py): step times from a
+progress bar, what a step reads and supervises, and what a stopped run leaves recorded."""
 
+import json
+import os
+
+import h5py
+import numpy as np
 import pytest
 
+from bench import pretraining_value
 from bench.pretraining_value import _supervised_per_step, steady_seconds_per_step
 
 
@@ -46,3 +52,55 @@ def test_tokens_read_and_predictions_supervised_per_step():
     # With the next-token loss, ELMo's predictions too.
     assert _supervised_per_step(record, {"objective": "masked_lm", "next_token_weight": 1.0})[
         1] == pytest.approx(15 + 220)
+
+
+def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(
+        tmp_path, monkeypatch):
+    """`pretrain` records a budget's biLM as soon as it is kept (a deadline may stop the
+    evaluation after it), and a rerun evaluates it without training it again."""
+    calls, stop_evaluation = [], [True]
+
+    def fake_run(command, log=None):  # what `elmo-tf train` and `evaluate` leave behind
+        verb, output = command[3], command[command.index(
+            "--output" if command[3] == "train" else "--json") + 1]
+        calls.append(verb)
+        if verb == "train":
+            os.makedirs(output, exist_ok=True)
+            with h5py.File(os.path.join(output, "weights.hdf5"), "w") as f:
+                f["w"] = np.arange(3.0)
+            for name, value in (("options.json", {}), ("vocab.txt", {}), ("run.json", {
+                    "corpus_size": {"tokens": 1000, "sentences": 100}, "steps_per_epoch": 10,
+                    "settings": {"recipe": {"objective": "bilm"}}})):
+                with open(os.path.join(output, name), "w") as f:
+                    json.dump(value, f)
+        elif stop_evaluation[0]:
+            raise KeyboardInterrupt  # the deadline
+        else:
+            with open(output, "w") as f:
+                json.dump({"perplexity": 99.0}, f)
+        return 2.0, 3.0
+
+    monkeypatch.setattr(pretraining_value, "run", fake_run)
+    monkeypatch.setattr(pretraining_value, "_recipe_file", lambda runs, name: "recipe.json")
+    paths = {"lm_train": "train.txt", "lm_heldout": "heldout.txt"}
+    report, saved = {}, []
+
+    def save():
+        saved.append(json.loads(json.dumps(report)))
+
+    with pytest.raises(KeyboardInterrupt):
+        pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)
+    kept = tmp_path / "elmo" / "seed-0" / "budget-1"
+    assert sorted(os.listdir(kept)) == ["options.json", "run.json", "vocab.txt", "weights.hdf5"]
+    entry = saved[-1]["pretraining"]["elmo"]["0"]["1"]
+    assert entry["steps"] == 120 and entry["heldout"] is None and entry["tokens_read"] == 12000
+    assert calls == ["train", "evaluate"]
+    stop_evaluation[0] = False
+    out = pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)
+    assert calls == ["train", "evaluate", "evaluate"]  # not trained again
+    assert out["1"]["heldout"] == {"perplexity": 99.0}
+    assert out["1"]["train_wall_seconds"] == 2.0 and saved[-1]["pretraining"]["elmo"]["0"][
+        "1"]["heldout"] == {"perplexity": 99.0}
+    pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)
+    assert len(calls) == 3  # done: nothing runs
+    assert not (tmp_path / "elmo" / "seed-0" / "budget-1.partial").exists()
