@@ -77,7 +77,7 @@ for name in ("stopped", "failed"):
     lines = open(path).read().split("\n") if os.path.exists(path) else []
     report["stopped_at_deadline" if name == "stopped" else "failed"] = [x for x in lines if x]
 with open(sys.argv[1], "w") as f:
-    json.dump(report, f, indent=1)
+    json.dump(report, f, indent=2)
 print(json.dumps({k: report.get(k) for k in ("pretraining", "probes", "stopped_at_deadline",
                                               "failed")}, indent=1))
 PY
