@@ -72,10 +72,10 @@ for path in sys.argv[2:]:
         part = json.load(f)
     report["runs_of_parts"][os.path.basename(path)] = part.pop("runs_of_parts", {})
     merge(report, part)
-for name in ("stopped", "failed"):
-    path = f"/tmp/pv/{name}.txt"
+for key, path in (("stopped_at_deadline", "/tmp/pv/stopped.txt"),
+                  ("failed", "/tmp/pv/failed.txt")):
     lines = open(path).read().split("\n") if os.path.exists(path) else []
-    report["stopped_at_deadline" if name == "stopped" else "failed"] = [x for x in lines if x]
+    report[key] = [x for x in lines if x]
 with open(sys.argv[1], "w") as f:
     json.dump(report, f, indent=2)
 print(json.dumps({k: report.get(k) for k in ("pretraining", "probes", "stopped_at_deadline",
