@@ -162,14 +162,21 @@ def split_for_replicas(batches, replicas):
         tf.nest.map_structure(split, (x, y))))
 
 
+def bucket_length(length):
+    """The longest length of the bucket of `length` (an int32 scalar tensor), as a tensor:
+    `BUCKET_BOUNDARIES` minus one, beyond them a multiple of 128. Sentence batches padded to
+    it (`pad_to_buckets`) take one shape per bucket: XLA compiles a step once per shape."""
+    length = tf.convert_to_tensor(length, tf.int32)
+    sizes = tf.constant([b - 1 for b in BUCKET_BOUNDARIES])
+    beyond = -(-length // _LONG_BUCKET_STEP) * _LONG_BUCKET_STEP
+    return tf.reduce_min(tf.concat([tf.boolean_mask(sizes, sizes >= length), [beyond]], 0))
+
+
 def _pad_to_bucket(tokens, rows):
     """`[rows', time]` tokens padded with "" to `rows` rows (a last, smaller evaluation batch)
     and to the longest length of time's bucket."""
     time = tf.shape(tokens)[1]
-    sizes = tf.constant([b - 1 for b in BUCKET_BOUNDARIES])
-    beyond = -(-time // _LONG_BUCKET_STEP) * _LONG_BUCKET_STEP
-    size = tf.reduce_min(tf.concat([tf.boolean_mask(sizes, sizes >= time), [beyond]], 0))
-    return tf.pad(tokens, [[0, rows - tf.shape(tokens)[0]], [0, size - time]],
+    return tf.pad(tokens, [[0, rows - tf.shape(tokens)[0]], [0, bucket_length(time) - time]],
                   constant_values="")
 
 

@@ -8,11 +8,11 @@ from elmo_tf.data.language_model_dataset import (
     BUCKET_BOUNDARIES,
     MODES,
     StreamPacker,
+    bucket_length,
     passes,
     split_for_replicas,
     with_sentence_boundaries,
 )
-from elmo_tf.ops.chunking import shape_bucket_tensor
 from elmo_tf.ops.lstm import left_to_right_rows
 from elmo_tf.ops.masking import mask_tokens, replacement_table
 from elmo_tf.ops.random import stateless_uniform
@@ -80,10 +80,12 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             gets the same rows). With an even number of rows per replica, the batch holds the
             same rows, read the same ways, whatever the number of replicas.
         repeat: endless reshuffled passes (training) or one pass in order (evaluation).
-        pad_to_buckets: pad each batch's time axis to its shape bucket
-            (`elmo_tf.ops.chunking.shape_bucket`: under 25 % more, four sizes per doubling), so
-            that XLA, which compiles a step once per shape, compiles a few shapes rather than
-            one per sentence length. Set it when `fit` uses XLA (by default on one GPU).
+        pad_to_buckets: sentence mode: pad each batch as ELMo's (`language_model_dataset`):
+            the `<S> .. </S>` grid to its bucket's longest length (`bucket_length`), and a
+            smaller last batch (`repeat=False`) to `batch_size` rows of padding, so that XLA,
+            which compiles a step once per shape, compiles one shape per bucket rather than
+            one per sentence length and batch size. Set it when `fit` uses XLA (by default on
+            one GPU). Stream batches have one shape anyway.
         next_token_targets: add the next-token targets (sentence mode; above).
         max_characters_per_token: char ids per token.
 
@@ -168,10 +170,13 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         drop_remainder=repeat)
     if pad_to_buckets:
         def pad(inputs, targets):
-            time = tf.shape(targets["targets"])[1]
-            extra = shape_bucket_tensor(time) - time
-            return ({"char_ids": tf.pad(inputs["char_ids"], [[0, 0], [0, extra], [0, 0]])},
-                    {name: tf.pad(value, [[0, 0], [0, extra]], constant_values=-1)
+            # As ELMo's sentence batches: the grid the LSTMs run, <S> w1 .. wn </S>, padded to
+            # its bucket's longest length, and a last, smaller batch (evaluation) to
+            # `batch_size` rows of padding (empty sentences, nothing to predict).
+            rows, time = tf.unstack(tf.shape(targets["targets"]))
+            padding = [[0, batch_size - rows], [0, bucket_length(time + 2) - 2 - time]]
+            return ({"char_ids": tf.pad(inputs["char_ids"], padding + [[0, 0]])},
+                    {name: tf.pad(value, padding, constant_values=-1)
                      for name, value in targets.items()})
 
         data = data.map(pad)

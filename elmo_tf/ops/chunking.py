@@ -57,20 +57,3 @@ def shape_bucket(size):
         return size
     step = 1 << (size.bit_length() - 3)
     return -(-size // step) * step
-
-
-def shape_bucket_tensor(size):
-    """`shape_bucket` of an int32 scalar tensor (for `tf.data` and graphs)."""
-    size = tf.convert_to_tensor(size, tf.int32)
-    step = tf.bitwise.left_shift(1, tf.maximum(_bit_length(size) - 3, 0))
-    return tf.where(size <= 8, size, -(-size // step) * step)
-
-
-def _bit_length(size):
-    """`int.bit_length` of a positive int32 tensor, exactly (no float logarithm)."""
-    bits = tf.constant(0)
-    for shift in (16, 8, 4, 2, 1):
-        high = tf.bitwise.right_shift(size, shift) > 0
-        bits += tf.where(high, shift, 0)
-        size = tf.where(high, tf.bitwise.right_shift(size, shift), size)
-    return bits + tf.cast(size > 0, tf.int32)

@@ -41,11 +41,3 @@ def test_device_type_follows_the_device_scope_eagerly_and_while_tracing():
 
     traced()
     assert seen == ["CPU", "GPU"]
-
-
-def test_the_tensor_shape_bucket_is_the_python_one():
-    from elmo_tf.ops.chunking import shape_bucket, shape_bucket_tensor
-
-    sizes = list(range(0, 700)) + [2**20 + 5, 2**30 + 1]
-    got = tf.map_fn(shape_bucket_tensor, tf.constant(sizes)).numpy().tolist()
-    assert got == [shape_bucket(s) for s in sizes]
