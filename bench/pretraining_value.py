@@ -49,6 +49,8 @@ import subprocess
 import sys
 import time
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.downstream import _weights_digest, ngram_baselines  # noqa: E402
@@ -365,6 +367,92 @@ def table(report):
     return "\n".join(lines)
 
 
+# The trend of a probe's score with the budget: score = asymptote - scale * minutes**-exponent,
+# the exponent on this grid (the asymptote and scale by least squares for each exponent).
+EXPONENTS = tuple(round(0.02 * k, 2) for k in range(1, 201))  # 0.02 .. 4
+CROSSOVER_REACH = 100  # a crossover is looked for up to this many times the largest budget
+
+
+def saturating_fit(minutes, scores):
+    """The least-squares curve `score = A - B * minutes**-alpha` through three or more
+    (minutes, score) points: {"asymptote": A, "scale": B, "exponent": alpha, "rms": ...}."""
+    minutes, scores = np.asarray(minutes, float), np.asarray(scores, float)
+    if len(set(minutes.tolist())) < 3:
+        raise ValueError(f"a saturating fit needs 3 or more budgets; got {minutes.tolist()}")
+    best = None
+    for alpha in EXPONENTS:
+        design = np.stack([np.ones_like(minutes), -minutes ** -alpha], 1)
+        (a, b), *_ = np.linalg.lstsq(design, scores, rcond=None)
+        error = float(np.mean((design @ [a, b] - scores) ** 2))
+        if best is None or error < best["rms"] ** 2 - 1e-12:
+            best = {"asymptote": float(a), "scale": float(b), "exponent": alpha,
+                    "rms": error ** 0.5}
+    return {k: round(v, 4) for k, v in best.items()}
+
+
+def _curve(fit, minutes):
+    return fit["asymptote"] - fit["scale"] * np.asarray(minutes, float) ** -fit["exponent"]
+
+
+def crossover(behind, ahead, start, stop):
+    """The first budget in [start, stop] (steps of 1 %) at which the fitted curve `behind`
+    reaches `ahead`, or None."""
+    grid = start * 1.01 ** np.arange(int(np.log(stop / start) / np.log(1.01)) + 1)
+    reached = np.nonzero(_curve(behind, grid) >= _curve(ahead, grid))[0]
+    return round(float(grid[reached[0]]), 1) if len(reached) else None
+
+
+def trend(report, reference="elmo", variant="frozen"):
+    """Per task, each model's `saturating_fit` to its probe's mean over seeds at each budget
+    (three or more), and for a model behind `reference` at the largest budget the budget at
+    which its curve reaches `reference`'s (None: not within `CROSSOVER_REACH` times the
+    largest budget); the same from every fit that leaves one budget out, to show how much
+    the estimate rests on a single point."""
+    out = {}
+    for task in TASKS:
+        points = {}
+        for name, seeds in report.get("probes", {}).items():
+            by_budget = {}
+            for budgets in seeds.values():
+                for budget, variants in budgets.items():
+                    if task in variants.get(variant, {}):
+                        by_budget.setdefault(float(budget), []).append(
+                            variants[variant][task]["score"])
+            if len(by_budget) >= 3:
+                points[name] = {b: 100 * statistics.mean(v) for b, v in sorted(by_budget.items())}
+        if reference not in points:
+            continue
+
+        def estimate(leave_out=None):
+            used = {name: {b: v for b, v in p.items() if b != leave_out}
+                    for name, p in points.items()}
+            fits = {name: saturating_fit(list(p), list(p.values())) for name, p in used.items()
+                    if len(p) >= 3}
+            crossings = {}
+            for name, p in used.items():
+                common = sorted(set(p) & set(used[reference]))
+                if name == reference or name not in fits or not common:
+                    continue
+                last = common[-1]
+                crossings[name] = (last if p[last] >= used[reference][last] else crossover(
+                    fits[name], fits[reference], last, CROSSOVER_REACH * last))
+            return fits, crossings
+
+        fits, crossings = estimate()
+        out[task] = {"points": {name: {f"{b:g}": round(v, 2) for b, v in p.items()}
+                                for name, p in points.items()},
+                     "fits": fits, "crossover_minutes": crossings,
+                     "leave_one_budget_out": {}}
+        for budget in sorted({b for p in points.values() for b in p}):
+            fits_without, crossings_without = estimate(budget)
+            out[task]["leave_one_budget_out"][f"{budget:g}"] = {
+                "asymptotes": {n: f["asymptote"] for n, f in fits_without.items()},
+                "crossover_minutes": crossings_without}
+    return {"curve": "score = asymptote - scale * minutes ** -exponent, least squares on the "
+                     "means over seeds of each budget (%, frozen probes)",
+            "reference": reference, "tasks": out}
+
+
 def _mean(values, scale=1.0):
     if not values:
         return "-"
@@ -453,6 +541,8 @@ def main():
                             probe(paths, args.runs, name, seed, budget, task, fine_tune,
                                   report)
                             save("probe", began)
+        report["trend"] = trend(report)
+        save("probe", began)
     if "defaults" in args.only:
         began = time.time()
         # The largest budget's biLM of each model, first seed, on the classification tasks.
@@ -471,6 +561,9 @@ def main():
         report["baselines"] = baselines(paths, vocabulary)
         save("baselines", began)
     print(table(report))
+    for task, entry in report.get("trend", {}).get("tasks", {}).items():
+        print(task, "asymptotes:", {n: f["asymptote"] for n, f in entry["fits"].items()},
+              "reaches ELMo at (minutes):", entry["crossover_minutes"])
 
 
 if __name__ == "__main__":

@@ -104,3 +104,49 @@ def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_aga
     pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)
     assert len(calls) == 3  # done: nothing runs
     assert not (tmp_path / "elmo" / "seed-0" / "budget-1.partial").exists()
+
+
+def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
+    from bench.pretraining_value import crossover, saturating_fit, trend
+
+    minutes = [7.5, 15, 30, 60]
+    slow = {"asymptote": 95.0, "scale": 120.0, "exponent": 0.8}
+    fast = {"asymptote": 92.0, "scale": 150.0, "exponent": 1.5}
+
+    def curve(p, m):
+        return p["asymptote"] - p["scale"] * m ** -p["exponent"]
+
+    for truth in (slow, fast):
+        fit = saturating_fit(minutes, [curve(truth, m) for m in minutes])
+        assert fit["exponent"] == truth["exponent"]
+        assert fit["asymptote"] == pytest.approx(truth["asymptote"], abs=1e-3)
+        assert fit["rms"] < 1e-6
+    # Where slow reaches fast, by bisection on the exact curves.
+    lo, hi = 60.0, 6000.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if curve(slow, mid) < curve(fast, mid) else (lo, mid)
+    assert crossover(slow, fast, 60, 6000) == pytest.approx(lo, rel=0.011)
+    assert crossover({**slow, "asymptote": 91.0}, fast, 60, 6000) is None
+    with pytest.raises(ValueError, match="3 or more budgets"):
+        saturating_fit([7.5, 15], [80.0, 85.0])
+
+    # From a report: the means over seeds (the fractions the probes record) at each budget.
+    def probes(p, offset):
+        return {seed: {f"{m:g}": {"frozen": {"wsj_pos_tagging": {
+            "score": (curve(p, m) + sign * offset) / 100}}} for m in minutes}
+            for seed, sign in (("0", 1), ("1", -1))}
+
+    report = {"probes": {"elmo": probes(fast, 0.3), "masked_elmo": probes(slow, 0.5),
+                         "masked_elmo_rate_15": {"0": {"7.5": {"frozen": {
+                             "wsj_pos_tagging": {"score": 0.7}}}}}}}
+    got = trend(report)["tasks"]
+    assert set(got) == {"wsj_pos_tagging"}  # no other task was probed
+    wsj = got["wsj_pos_tagging"]
+    assert set(wsj["fits"]) == {"elmo", "masked_elmo"}  # one budget is not a trend
+    assert wsj["fits"]["masked_elmo"]["asymptote"] == pytest.approx(95.0, abs=1e-3)
+    assert wsj["crossover_minutes"]["masked_elmo"] == pytest.approx(lo, rel=0.011)
+    assert set(wsj["leave_one_budget_out"]) == {"7.5", "15", "30", "60"}
+    # A model already ahead at the largest budget: that budget.
+    report["probes"]["masked_elmo"] = probes({**slow, "asymptote": 99.0, "scale": 10.0}, 0)
+    assert trend(report)["tasks"]["wsj_pos_tagging"]["crossover_minutes"]["masked_elmo"] == 60
