@@ -30,6 +30,7 @@ from bench.inference import machine, versions  # noqa: E402
 from bench.pretraining_value import CLI, run  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
+from elmo_tf import xla_cache  # noqa: E402
 
 BUDGET_SECONDS = 30 * 60
 
@@ -49,18 +50,16 @@ def main():
     output = os.path.join(args.runs, f"xla-{args.xla}-steps-{args.steps}-seed-{args.seed}")
     shutil.rmtree(output, ignore_errors=True)  # from nothing: no resumed run
     cache = tempfile.mkdtemp(prefix="xla-cache-")
-    os.environ["ELMO_TF_XLA_CACHE"] = cache
-    os.environ.pop("TF_XLA_FLAGS", None)  # this process's own cache setting, not the child's
+    env = xla_cache.child_environment(cache)
     try:
         wall, cpu = run([*CLI, "train", "--recipe", "elmo_cpu", "--corpus", paths["lm_train"],
                          "--output", output, "--steps", str(args.steps), "--checkpoint-every",
                          str(args.steps), "--seed", str(args.seed), "--xla", args.xla],
-                        log=os.path.join(args.runs, "train.log"))
+                        log=os.path.join(args.runs, "train.log"), env=env)
         scores = os.path.join(args.runs, "heldout.json")
         run([*CLI, "evaluate", "--model", output, "--corpus", paths["lm_heldout"], "--json",
-             scores], log=os.path.join(args.runs, "evaluate.log"))
+             scores], log=os.path.join(args.runs, "evaluate.log"), env=env)
     finally:
-        os.environ.pop("ELMO_TF_XLA_CACHE", None)
         shutil.rmtree(cache, ignore_errors=True)
     with open(scores) as f:
         heldout = json.load(f)

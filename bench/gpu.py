@@ -62,7 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.inference import best_seconds, machine, sentences, versions  # noqa: E402
 from bench.training import (  # noqa: E402
     dataset, fit_steps, make_language_model, part_functions, synthetic_batch)
-from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids  # noqa: E402
+from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids, xla_cache  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf.ops import lstm as lstm_ops  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
@@ -279,8 +279,7 @@ def scaling(settings, save, names, smoke):
         command = [sys.executable, os.path.abspath(__file__), "--scaling-run", name]
         if smoke:
             command.append("--smoke")
-        env = dict(os.environ, ELMO_TF_XLA_CACHE=cache)
-        env.pop("TF_XLA_FLAGS", None)
+        env = xla_cache.child_environment(cache)
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=False,
                               timeout=1800)
         lines = [x for x in done.stdout.splitlines() if x.startswith("SCALING ")]

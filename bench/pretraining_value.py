@@ -93,17 +93,19 @@ DEFAULTS_VARIANTS = {"defaults": [], "elmo_alone": ["--word-embedding-dim", "0"]
                      "encoder_64": ["--encoder-units", "64"]}
 
 
-def run(command, log=None):
-    """Runs `command`; returns its wall seconds and the CPU seconds of it and its children."""
+def run(command, log=None, env=None):
+    """Runs `command` (in `env`, by default this process's environment); returns its wall
+    seconds and the CPU seconds of it and its children."""
     print("$", " ".join(command), flush=True)
     if log is not None:
         os.makedirs(os.path.dirname(log), exist_ok=True)
     before, began = resource.getrusage(resource.RUSAGE_CHILDREN), time.time()
     if log is None:
-        subprocess.run(command, check=True, cwd=ROOT)
+        subprocess.run(command, check=True, cwd=ROOT, env=env)
     else:
         with open(log, "w") as f:
-            subprocess.run(command, check=True, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+            subprocess.run(command, check=True, cwd=ROOT, env=env, stdout=f,
+                           stderr=subprocess.STDOUT)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (time.time() - began,
             (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))

@@ -35,6 +35,7 @@ from bench.inference import machine, versions  # noqa: E402
 from bench.pretraining_value import CLI, run, steady_seconds_per_step  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
+from elmo_tf import xla_cache  # noqa: E402
 
 CACHES = ("off", "cold", "warm")
 
@@ -44,12 +45,12 @@ def step(recipe, steps, work, data_dir):
     paths = prepare(data_dir)
     cache = os.path.join(work, "step-cache")
     results = {"steps": steps}
+    env = xla_cache.child_environment(cache)
     for name, xla in (("compile", "on"), ("off", "off"), ("on", "on")):
-        _use_cache(cache)
         log = os.path.join(work, f"step-{name}.log")
         run([*CLI, "train", "--recipe", recipe, "--corpus", paths["lm_train"], "--output",
              os.path.join(work, f"step-{name}"), "--steps", str(steps), "--checkpoint-every",
-             str(steps), "--xla", xla], log=log)
+             str(steps), "--xla", xla], log=log, env=env)
         if name != "compile":  # the first run only fills the cache with the batch shapes
             with open(log, errors="replace") as f:
                 results[f"xla_{name}_seconds_per_step"] = round(
@@ -66,7 +67,7 @@ def cache(recipe, steps, work):
     directory = os.path.join(work, "cache")
     seconds = {}
     for state in CACHES:
-        _use_cache(directory if state != "off" else "off")
+        env = xla_cache.child_environment(directory if state != "off" else "off")
         output = os.path.join(work, f"run-{state}")
         commands = {
             "train": [*CLI, "train", "--recipe", recipe, "--corpus", "builtin", "--output",
@@ -74,7 +75,7 @@ def cache(recipe, steps, work):
                       "--xla", "on"],
             "evaluate": [*CLI, "evaluate", "--model", output, "--corpus", "builtin"]}
         for name, command in commands.items():
-            wall, _ = run(command, log=os.path.join(work, f"{name}-{state}.log"))
+            wall, _ = run(command, log=os.path.join(work, f"{name}-{state}.log"), env=env)
             seconds.setdefault(name, {})[state] = round(wall, 1)
             print(name, state, f"{wall:.1f} s", flush=True)
     return {"train_steps": steps, "wall_seconds": seconds,
@@ -83,11 +84,6 @@ def cache(recipe, steps, work):
                 name: round(s["off"] - s["warm"], 1) for name, s in seconds.items()},
             "warm_over_off": {name: round(s["warm"] / s["off"], 3)
                               for name, s in seconds.items()}}
-
-
-def _use_cache(value):
-    os.environ["ELMO_TF_XLA_CACHE"] = value
-    os.environ.pop("TF_XLA_FLAGS", None)  # this process's own setting, not the child's
 
 
 def main():
@@ -109,7 +105,6 @@ def main():
         if "cache" in args.parts:
             report["cache"] = cache(args.recipe, args.cache_steps, work)
     finally:
-        os.environ.pop("ELMO_TF_XLA_CACHE", None)
         shutil.rmtree(work, ignore_errors=True)
     report.update({
         "command": " ".join(["python"] + sys.argv),

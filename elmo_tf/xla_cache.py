@@ -60,6 +60,22 @@ def configure(environ=None):
     return path
 
 
+def child_environment(base, environ=None):
+    """A copy of `environ` (the process's environment by default) for a child process that
+    should use the cache under `base` (its `ELMO_TF_XLA_CACHE`: a directory, or "off"): this
+    process's own cache directory, which importing elmo_tf put in `TF_XLA_FLAGS` and which a
+    child would keep, is left out of it (other XLA flags stay).
+
+    Example:
+    >>> subprocess.run(command, env=elmo_tf.xla_cache.child_environment("/tmp/cold-cache"))
+    """
+    env = dict(os.environ if environ is None else environ, **{ENVIRONMENT: base})
+    flags = [f for f in env.pop("TF_XLA_FLAGS", "").split() if not f.startswith(FLAG + "=")]
+    if flags:
+        env["TF_XLA_FLAGS"] = " ".join(flags)
+    return env
+
+
 def machine_key():
     """12 hex digits naming this machine's CPU model and features, GPU models and TensorFlow
     version."""

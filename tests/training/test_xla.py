@@ -96,6 +96,16 @@ def test_the_cache_directory_is_per_machine_and_can_be_turned_off(tmp_path):
     assert xla_cache.configure(given) == "/mine" and given["TF_XLA_FLAGS"].count("=") == 1
     off = {"ELMO_TF_XLA_CACHE": "off"}
     assert xla_cache.configure(off) is None and "TF_XLA_FLAGS" not in off
+    # A child process's environment: its own cache, this process's left out, other flags kept.
+    mine = {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2 --tf_xla_persistent_cache_directory=/mine",
+            "ELMO_TF_XLA_CACHE": "/parent", "PATH": "/bin"}
+    child = xla_cache.child_environment(str(tmp_path / "child"), mine)
+    assert child == {"TF_XLA_FLAGS": "--tf_xla_auto_jit=2", "PATH": "/bin",
+                     "ELMO_TF_XLA_CACHE": str(tmp_path / "child")}
+    assert xla_cache.configure(child) == str(tmp_path / "child" / key)
+    assert "ELMO_TF_XLA_CACHE" in mine and mine["TF_XLA_FLAGS"].endswith("=/mine")  # untouched
+    assert "TF_XLA_FLAGS" not in xla_cache.child_environment("off", {"TF_XLA_FLAGS": (
+        "--tf_xla_persistent_cache_directory=/mine")})
 
 
 def test_a_second_process_finds_the_compiled_program(tmp_path):
@@ -109,9 +119,9 @@ def test_a_second_process_finds_the_compiled_program(tmp_path):
         # Its own home, cache home and working directory: whatever it writes stays here.
         home = tmp_path / "home"
         home.mkdir(exist_ok=True)
-        env = dict(os.environ, **CPU_ONLY_ENV, TF_CPP_MIN_LOG_LEVEL="3",
-                   ELMO_TF_XLA_CACHE=cache, HOME=str(home), XDG_CACHE_HOME=str(home / "cache"))
-        env.pop("TF_XLA_FLAGS", None)
+        env = xla_cache.child_environment(cache, dict(
+            os.environ, **CPU_ONLY_ENV, TF_CPP_MIN_LOG_LEVEL="3", HOME=str(home),
+            XDG_CACHE_HOME=str(home / "cache")))
         done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                               text=True, timeout=120, check=False, cwd=home)
         assert done.returncode == 0, done.stderr[-2000:]
