@@ -20,20 +20,21 @@ rm -rf /tmp/pv && mkdir -p /tmp/pv  # a rerun starts anew
 bash /tmp/asm/device_setup.sh > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
 . /tmp/asm/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/nvidia-smi.txt"
-common=(--data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets "$budget" --seeds "$seed"
-        --mixed-precision bfloat16 --calibration-steps "${CALIBRATION_STEPS:-200}" --fine-tuned-at)
+common=(--data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets "$budget" --seeds "$seed")
+pretraining=(--mixed-precision bfloat16 --calibration-steps "${CALIBRATION_STEPS:-200}")
 
 model() {  # pre-train; once its biLM is kept (renamed into place whole), its held-out
            # evaluation and its three frozen probes at once, a report per process
   local name=$1 kept=/tmp/pv/$1/seed-$seed/budget-$(printf %g "$budget") pids=() failed=0
-  python3 bench/pretraining_value.py "${common[@]}" --models "$name" --only pretrain \
-      --output "/tmp/pv/$name.json" &
+  python3 bench/pretraining_value.py "${common[@]}" "${pretraining[@]}" --models "$name" \
+      --only pretrain --output "/tmp/pv/$name.json" &
   local pretrain=$!
   while kill -0 "$pretrain" 2> /dev/null && [ ! -f "$kept/run.json" ]; do sleep 2; done
   if [ -f "$kept/run.json" ]; then
     for task in wsj_pos_tagging sentence_polarity uncertainty; do
       python3 bench/pretraining_value.py "${common[@]}" --models "$name" --only probe \
-          --tasks "$task" --output "/tmp/pv/$name-$task.json" > "/tmp/pv/$name-$task.log" 2>&1 &
+          --tasks "$task" --fine-tuned-at --output "/tmp/pv/$name-$task.json" \
+          > "/tmp/pv/$name-$task.log" 2>&1 &
       pids+=("$!")
     done
   fi
