@@ -377,7 +377,10 @@ CROSSOVER_REACH = 100  # a crossover is looked for up to this many times the lar
 
 def saturating_fit(minutes, scores):
     """The least-squares curve `score = A - B * minutes**-alpha` through three or more
-    (minutes, score) points: {"asymptote": A, "scale": B, "exponent": alpha, "rms": ...}."""
+    (minutes, score) points: {"asymptote": A, "scale": B, "exponent": alpha, "rms": ...,
+    "saturates": ...}. `saturates` is False where the points do not show a curve that
+    levels off: a scale of 0 or less (flat or falling), or an exponent at an end of
+    `EXPONENTS` (a straight rise in log-minutes, whose "asymptote" is the grid's artefact)."""
     minutes, scores = np.asarray(minutes, float), np.asarray(scores, float)
     if len(set(minutes.tolist())) < 3:
         raise ValueError(f"a saturating fit needs 3 or more budgets; got {minutes.tolist()}")
@@ -386,10 +389,12 @@ def saturating_fit(minutes, scores):
         design = np.stack([np.ones_like(minutes), -minutes ** -alpha], 1)
         (a, b), *_ = np.linalg.lstsq(design, scores, rcond=None)
         error = float(np.mean((design @ [a, b] - scores) ** 2))
-        if best is None or error < best["rms"] ** 2 - 1e-12:
-            best = {"asymptote": float(a), "scale": float(b), "exponent": alpha,
-                    "rms": error ** 0.5}
-    return {k: round(v, 4) for k, v in best.items()}
+        if best is None or error < best[0]:
+            best = (error, {"asymptote": round(float(a), 4), "scale": round(float(b), 4),
+                            "exponent": alpha, "rms": round(error ** 0.5, 4)})
+    fit = best[1]
+    fit["saturates"] = bool(fit["scale"] > 0 and EXPONENTS[0] < fit["exponent"] < EXPONENTS[-1])
+    return fit
 
 
 def _curve(fit, minutes):
@@ -397,23 +402,29 @@ def _curve(fit, minutes):
 
 
 def crossover(behind, ahead, start, stop):
-    """The first budget in [start, stop] (steps of 1 %) at which the fitted curve `behind`
-    reaches `ahead`, or None."""
+    """The first budget of [start, stop] (steps of 1 %) at which the fitted curve `behind`
+    reaches the fitted curve `ahead`, or None."""
     grid = start * 1.01 ** np.arange(int(np.log(stop / start) / np.log(1.01)) + 1)
     reached = np.nonzero(_curve(behind, grid) >= _curve(ahead, grid))[0]
     return round(float(grid[reached[0]]), 1) if len(reached) else None
 
 
-def trend(report, reference="elmo", variant="frozen"):
+def trend(report, reference=None, variant="frozen"):
     """Per task, each model's `saturating_fit` to its probe's mean over seeds at each budget
-    (three or more), and for a model behind `reference` at the largest budget the budget at
-    which its curve reaches `reference`'s (None: not within `CROSSOVER_REACH` times the
-    largest budget); the same from every fit that leaves one budget out, to show how much
-    the estimate rests on a single point."""
+    (three or more budgets), and for every other model the budget at which it reaches
+    `reference` (by default the first ELMo model of the report): the largest budget both
+    were probed at if it is not behind there, else the first budget past it at which its
+    fitted curve reaches the reference's, None if not within `CROSSOVER_REACH` times that
+    budget, "undetermined" if either fit does not saturate; the same from every fit that
+    leaves one budget out, to show how much the estimate rests on a single point."""
+    probes = report.get("probes", {})
+    if reference is None:
+        reference = next((name for name in probes
+                          if MODELS.get(name, {}).get("base", "").startswith("elmo")), None)
     out = {}
     for task in TASKS:
         points = {}
-        for name, seeds in report.get("probes", {}).items():
+        for name, seeds in probes.items():
             by_budget = {}
             for budgets in seeds.values():
                 for budget, variants in budgets.items():
@@ -433,11 +444,17 @@ def trend(report, reference="elmo", variant="frozen"):
             crossings = {}
             for name, p in used.items():
                 common = sorted(set(p) & set(used[reference]))
-                if name == reference or name not in fits or not common:
+                if name == reference or not common:
                     continue
                 last = common[-1]
-                crossings[name] = (last if p[last] >= used[reference][last] else crossover(
-                    fits[name], fits[reference], last, CROSSOVER_REACH * last))
+                if p[last] >= used[reference][last]:
+                    crossings[name] = last
+                elif name in fits and reference in fits:
+                    crossings[name] = (
+                        crossover(fits[name], fits[reference], 1.01 * last,
+                                  CROSSOVER_REACH * last)
+                        if fits[name]["saturates"] and fits[reference]["saturates"]
+                        else "undetermined")
             return fits, crossings
 
         fits, crossings = estimate()
@@ -449,9 +466,10 @@ def trend(report, reference="elmo", variant="frozen"):
             fits_without, crossings_without = estimate(budget)
             out[task]["leave_one_budget_out"][f"{budget:g}"] = {
                 "asymptotes": {n: f["asymptote"] for n, f in fits_without.items()},
+                "saturates": {n: f["saturates"] for n, f in fits_without.items()},
                 "crossover_minutes": crossings_without}
     return {"curve": "score = asymptote - scale * minutes ** -exponent, least squares on the "
-                     "means over seeds of each budget (%, frozen probes)",
+                     f"means over seeds of each budget (%, {variant} probes)",
             "reference": reference, "tasks": out}
 
 
@@ -565,7 +583,7 @@ def main():
     print(table(report))
     for task, entry in report.get("trend", {}).get("tasks", {}).items():
         print(task, "asymptotes:", {n: f["asymptote"] for n, f in entry["fits"].items()},
-              "reaches ELMo at (minutes):", entry["crossover_minutes"])
+              f"minutes to reach {report['trend']['reference']}:", entry["crossover_minutes"])
 
 
 if __name__ == "__main__":

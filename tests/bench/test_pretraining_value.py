@@ -130,6 +130,11 @@ def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
     assert crossover({**slow, "asymptote": 91.0}, fast, 60, 6000) is None
     with pytest.raises(ValueError, match="3 or more budgets"):
         saturating_fit([7.5, 15], [80.0, 85.0])
+    assert saturating_fit(minutes, [curve(slow, m) for m in minutes])["saturates"]
+    # A straight rise in log-minutes has no asymptote (the fit runs to the grid's end), and a
+    # falling score's "asymptote" is a floor.
+    assert not saturating_fit(minutes, [80.0, 83.0, 86.0, 89.0])["saturates"]
+    assert not saturating_fit(minutes, [90.0, 88.0, 87.0, 86.5])["saturates"]
 
     # From a report: the means over seeds (the fractions the probes record) at each budget.
     def probes(p, offset):
@@ -150,3 +155,16 @@ def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
     # A model already ahead at the largest budget: that budget.
     report["probes"]["masked_elmo"] = probes({**slow, "asymptote": 99.0, "scale": 10.0}, 0)
     assert trend(report)["tasks"]["wsj_pos_tagging"]["crossover_minutes"]["masked_elmo"] == 60
+    # One that rises in a straight line (no level in sight): undetermined, not a number.
+    report["probes"]["masked_elmo"] = probes(slow, 0)
+    for m, score in zip(minutes, (60.0, 65.0, 70.0, 75.0)):
+        report["probes"]["masked_elmo"]["0"][f"{m:g}"]["frozen"]["wsj_pos_tagging"]["score"] = \
+            report["probes"]["masked_elmo"]["1"][f"{m:g}"]["frozen"]["wsj_pos_tagging"][
+                "score"] = score / 100
+    assert trend(report)["tasks"]["wsj_pos_tagging"]["crossover_minutes"] == {
+        "masked_elmo": "undetermined"}
+    # ELMo probed at fewer budgets than the other: leaving one out leaves it no fit.
+    del report["probes"]["elmo"]["0"]["60"], report["probes"]["elmo"]["1"]["60"]
+    uneven = trend(report)["tasks"]["wsj_pos_tagging"]
+    assert set(uneven["leave_one_budget_out"]["7.5"]["asymptotes"]) == {"masked_elmo"}
+    assert uneven["leave_one_budget_out"]["7.5"]["crossover_minutes"] == {}

@@ -7,7 +7,11 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf.text.char_ids import tokens_to_char_ids
-from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES, language_model_dataset
+from elmo_tf.data.language_model_dataset import (
+    BUCKET_BOUNDARIES,
+    bucket_length,
+    language_model_dataset,
+)
 from elmo_tf.text.vocabulary import Vocabulary
 from tests.conftest import assert_skipping_resumes_exactly
 
@@ -70,6 +74,15 @@ def test_sentence_batches_are_bucketed_by_length():
         lengths = (np.abs(inputs["char_ids"].numpy()).sum(-1) > 0).sum(1)
         buckets = {np.searchsorted(edges, n, side="right") for n in lengths}
         assert len(buckets) == 1, lengths
+
+
+def test_every_length_of_a_bucket_is_padded_to_one_length():
+    # The buckets of `bucket_by_sequence_length`: [0, 8), [8, 12), ..., [192, 256), then past
+    # the last boundary a multiple of 128.
+    edges = [0, *BUCKET_BOUNDARIES]
+    for low, high in zip(edges, edges[1:]):
+        assert {int(bucket_length(n)) for n in range(max(low, 1), high)} == {high - 1}
+    assert [int(bucket_length(n)) for n in (256, 257, 384, 385)] == [256, 384, 384, 512]
 
 
 def test_padded_to_buckets_sentence_batches_take_few_shapes_and_the_same_content():
