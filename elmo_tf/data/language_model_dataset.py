@@ -168,7 +168,7 @@ def bucket_length(length):
     it (`pad_to_buckets`) take one shape per bucket: XLA compiles a step once per shape."""
     length = tf.convert_to_tensor(length, tf.int32)
     sizes = tf.constant([b - 1 for b in BUCKET_BOUNDARIES])
-    # (At least the last boundary: 128, below it, is not a size of its own.)
+    # (Never under the last boundary: a multiple of 128 below it, 128 itself, is no bucket's.)
     beyond = tf.maximum(-(-length // _LONG_BUCKET_STEP) * _LONG_BUCKET_STEP,
                         BUCKET_BOUNDARIES[-1])
     return tf.reduce_min(tf.concat([tf.boolean_mask(sizes, sizes >= length), [beyond]], 0))
