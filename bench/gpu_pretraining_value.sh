@@ -19,6 +19,13 @@
 # held-out sentences and outlasted the 10-minute command; its probes ran in a second command
 # on the warm machine (printed below: its kept biLM stays under /tmp/pv there). The device
 # script now starts a model's probes beside its evaluation, as soon as its biLM is kept.
+# Seed 1 (the same day, this script, `... 2 1 572`): start and chunks ~85 s; in the one command
+# both trainings, both evaluations (Masked ELMo's now 11 shapes) and both WSJ probes finished,
+# the four classification probes (seed 0's: 2.4-2.9 minutes each, three at once; task models
+# read raw text and run without XLA) did not, nor in a second command of the 195 s left.
+# Finishing them needs a second command of an estimated ~5 minutes on the warm machine (the
+# one printed below; the kept biLMs stay under /tmp/pv): ~17 minutes of device time in all,
+# more than one 15-minute lending.
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -43,5 +50,5 @@ rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep th
 grep '^  carry' /tmp/gpu-prepare.log | grep -v "carry $last:" || true  # the last chunk travels with the run
 echo "Then, in one command (the last chunk travels with it):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
-echo "If the deadline stopped a model's probes (stopped_at_deadline in the JSON), on the warm machine (MODEL: its name):"
-echo "  . /tmp/asm/env.sh; for t in wsj_pos_tagging sentence_polarity uncertainty; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds 0 --fine-tuned-at --models MODEL --only probe --tasks \$t --output \$OUT/probe-\$t.json > \$OUT/probe-\$t.log 2>&1 & done; wait"
+echo "If the deadline stopped probes (stopped_at_deadline in the JSON), on the warm machine (MODELS, TASKS: the stopped ones; SEED: the seed):"
+echo "  . /tmp/asm/env.sh; for m in MODELS; do for t in TASKS; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds SEED --fine-tuned-at --models \$m --only probe --tasks \$t --output \$OUT/probe-\$m-\$t.json > \$OUT/probe-\$m-\$t.log 2>&1 & done; done; wait"
