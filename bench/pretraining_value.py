@@ -66,6 +66,20 @@ MODELS = {
     "masked_elmo_rate_15": {"base": "masked_elmo_cpu", "selection_rate": 0.15},  # BERT's
     "masked_elmo_next_token": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
                                "next_token_weight": 1.0},
+    # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
+    # token), the same char CNN, vocabulary and training.
+    "elmo_wide": {"base": "elmo_cpu", "model": {
+        "lstm": {"dim": 512, "projection_dim": 256, "n_layers": 2, "cell_clip": 3.0,
+                 "proj_clip": 3.0, "use_skip_connections": True},
+        "char_cnn": {"embedding": {"dim": 16}, "n_highway": 1, "activation": "relu",
+                     "max_characters_per_token": 20, "n_characters": 262,
+                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]]}}},
+    "masked_elmo_wide": {"base": "masked_elmo_cpu", "model": {
+        "lstm": {"dim": 512, "projection_dim": 256, "n_layers": 2, "use_skip_connections": True,
+                 "fully_bidirectional": True},
+        "char_cnn": {"embedding": {"dim": 16}, "n_highway": 1, "activation": "relu",
+                     "max_characters_per_token": 20, "n_characters": 262,
+                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]]}}},
     # On a GPU (bench/gpu_pretraining_value.sh): the released small shape, stream batches (one
     # shape for XLA to compile), Adam.
     "elmo_small": {"base": "elmo_small", "batch_size": 128, "optimizer": "adam",

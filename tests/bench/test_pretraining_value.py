@@ -1,6 +1,7 @@
 """The protocol's own arithmetic and bookkeeping (bench/pretraining_value.py): step times from a
 progress bar, what a step reads and supervises, and what a stopped run leaves recorded."""
 
+import dataclasses
 import json
 import os
 
@@ -10,10 +11,23 @@ import pytest
 
 from bench import pretraining_value
 from bench.pretraining_value import _supervised_per_step, steady_seconds_per_step
+from elmo_tf.models.family import architecture
+from elmo_tf.recipes import Recipe
 
 
 def _bar(k, n, mean):
     return f"\x1b[1m{k}/{n}\x1b[0m \x1b[32m━━━━\x1b[0m \x1b[1m3s\x1b[0m {mean}/step - loss: 5.1\r"
+
+
+def test_every_model_is_a_recipe_and_the_wide_ones_double_the_cpu_recipes_lstms(tmp_path):
+    recipes = {name: Recipe.from_file(pretraining_value._recipe_file(str(tmp_path), name))
+               for name in pretraining_value.MODELS}
+    for wide, base in (("elmo_wide", "elmo_cpu"), ("masked_elmo_wide", "masked_elmo_cpu")):
+        assert recipes[wide].model == dataclasses.replace(
+            architecture(base), lstm_dim=512, projection_dim=256)
+        # Everything else is the CPU recipe's.
+        assert dataclasses.replace(recipes[wide], model=architecture(base), name=base) == \
+            Recipe.from_name(base)
 
 
 def test_step_time_leaves_out_the_first_fifth_of_the_steps():
