@@ -38,6 +38,7 @@ separately are merged) and prints the table.
 """
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -56,6 +57,15 @@ sys.path.insert(0, ROOT)
 from bench.downstream import _weights_digest, ngram_baselines  # noqa: E402
 from bench.inference import machine, versions  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
+from elmo_tf.models.family import architecture  # noqa: E402
+
+
+def _wider(preset):
+    """The options.json object of `preset` with its LSTMs twice as wide: 512 units projected to
+    256."""
+    return dataclasses.replace(architecture(preset), lstm_dim=512,
+                               projection_dim=256).to_options()
+
 
 DEFAULT_RUNS = os.path.join(os.path.expanduser("~"), ".cache", "elmo_tf", "pretraining_value")
 CLI = [sys.executable, "-m", "elmo_tf.cli"]
@@ -68,18 +78,8 @@ MODELS = {
                                "next_token_weight": 1.0},
     # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
     # token), the same char CNN, vocabulary and training.
-    "elmo_wide": {"base": "elmo_cpu", "model": {
-        "lstm": {"dim": 512, "projection_dim": 256, "n_layers": 2, "cell_clip": 3.0,
-                 "proj_clip": 3.0, "use_skip_connections": True},
-        "char_cnn": {"embedding": {"dim": 16}, "n_highway": 1, "activation": "relu",
-                     "max_characters_per_token": 20, "n_characters": 262,
-                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]]}}},
-    "masked_elmo_wide": {"base": "masked_elmo_cpu", "model": {
-        "lstm": {"dim": 512, "projection_dim": 256, "n_layers": 2, "use_skip_connections": True,
-                 "fully_bidirectional": True},
-        "char_cnn": {"embedding": {"dim": 16}, "n_highway": 1, "activation": "relu",
-                     "max_characters_per_token": 20, "n_characters": 262,
-                     "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 128]]}}},
+    "elmo_wide": {"base": "elmo_cpu", "model": _wider("elmo_cpu")},
+    "masked_elmo_wide": {"base": "masked_elmo_cpu", "model": _wider("masked_elmo_cpu")},
     # On a GPU (bench/gpu_pretraining_value.sh): the released small shape, stream batches (one
     # shape for XLA to compile), Adam.
     "elmo_small": {"base": "elmo_small", "batch_size": 128, "optimizer": "adam",
