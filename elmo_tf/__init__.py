@@ -19,6 +19,8 @@ from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
+from elmo_tf.models.saved_model_embedding import SavedModelEmbedding  # registered for .keras
 
 __all__ = ["ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "MaskedElmoBackbone",
-           "MaskedElmoConfig", "tokens_to_char_ids", "xla_cache", "__version__"]
+           "MaskedElmoConfig", "SavedModelEmbedding", "tokens_to_char_ids", "xla_cache",
+           "__version__"]

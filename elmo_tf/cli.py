@@ -15,12 +15,20 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import sys
 
 PROG = "elmo-tf"
 
 
 def main(argv=None):
+    """Runs the command of `argv` (default: `sys.argv[1:]`); returns its exit status. An error
+    a user can cause is one line on stderr (status 2), never a traceback.
+
+    Example:
+    >>> main(["init", "--preset", "tiny", "--output", "model"])
+    0
+    """
     parser = _parser()
     args = parser.parse_args(argv)
     with _library_log_on_stderr():
@@ -29,7 +37,53 @@ def main(argv=None):
         except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
             parser.exit(2, f"{PROG}: error: {error}\n")
         except KeyboardInterrupt:
-            parser.exit(130, f"{PROG}: interrupted; nothing was written.\n")
+            parser.exit(130, f"{PROG}: interrupted; {_kept(args)}\n")
+        except Exception as error:
+            if not _is_input_error(error):
+                raise
+            parser.exit(2, f"{PROG}: error: {_input_error_message(error)}\n")
+
+
+def main_process(argv=None):
+    """`main` as a process's whole work (the `elmo-tf` launcher, `python -m elmo_tf.cli`): its
+    temporary files (TensorFlow's AutoGraph files among them) in a directory of its own, which
+    the next command removes if this one is killed."""
+    from elmo_tf.files import private_temporary_directory
+
+    with private_temporary_directory():
+        return main(argv)
+
+
+def _is_input_error(error):
+    """Whether `error` is TensorFlow's error from reading an input (a file that vanished or
+    became unreadable while a pipeline read it), which `main` reports in one line."""
+    tf = sys.modules.get("tensorflow")
+    return tf is not None and isinstance(error, tf.errors.OpError)
+
+
+def _input_error_message(error):
+    """TensorFlow's message without the op it came from: it names the file and the reason
+    (`corpus.txt; No such file or directory`)."""
+    message = re.sub(r"\{\{.*?\}\}\s*", "", error.message.split("\n\t")[0]).strip()
+    return f"reading the input failed: {message.split(' [Op:')[0]}"
+
+
+def _kept(args):
+    """What an interrupted command leaves, for the message: a run's kept checkpoints (and how
+    to resume), or that nothing is half-written."""
+    output = getattr(args, "output", None)
+    if args.run not in (_train, _finetune) or output is None:
+        return "no file was left half-written."
+    from elmo_tf.training.checkpoints import CheckpointFiles
+
+    directory = os.path.join(output, "checkpoints")
+    number, path = (CheckpointFiles(directory).newest() if args.run is _train else
+                    CheckpointFiles(directory, prefix="epoch", digits=3).newest())
+    if path is None:
+        return (f"{output} holds no checkpoint yet; the same command starts the run again."
+                if os.path.isdir(output) else "nothing was written.")
+    unit = "step" if args.run is _train else "epoch"
+    return (f"kept {path} ({unit} {number}); the same command resumes the run from it.")
 
 
 @contextlib.contextmanager
@@ -293,19 +347,11 @@ def _floats(text):
 
 def _read_sentences(path):
     """Lines of `path` (or stdin) split on ASCII whitespace, as the served `default` signature
-    splits (`tf.strings.split`); a line that is not UTF-8 is an error."""
-    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
-    name = "stdin" if path == "-" else path
-    sentences = []
-    with stream:
-        for number, line in enumerate(stream, start=1):
-            try:
-                line.decode("utf-8")
-                sentences.append([token.decode("utf-8") for token in line.split()])
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at "
-                                 f"byte {error.start}).") from None
-    return sentences
+    splits (`tf.strings.split`); a line that is not UTF-8 is an error naming it."""
+    from elmo_tf.files import utf8_lines
+
+    return [[token.decode("utf-8") for token in line.encode("utf-8").split()]
+            for line in utf8_lines(path)]
 
 
 def _finetune(args):
@@ -329,12 +375,12 @@ def _finetune(args):
 
 
 def _predict(args):
-    from elmo_tf.training.finetuning import predict
+    from elmo_tf.files import utf8_lines
+    from elmo_tf.training.finetuning import load_task_model, predictions
 
-    stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-    with stream:
-        lines = [line.rstrip("\r\n") for line in stream]
-    for prediction in predict(args.model, lines):
+    model = load_task_model(args.model)
+    source = "stdin" if args.input == "-" else args.input
+    for prediction in predictions(model, utf8_lines(args.input), source=source):
         print(prediction)
     return 0
 
@@ -361,14 +407,13 @@ def _export(args):
     task_model = None if args.model is None else os.path.join(args.model, "model.keras")
     if task_model is not None and os.path.isfile(task_model) and not os.path.isfile(
             os.path.join(args.model, "options.json")):  # a `finetune` run
-        import keras
-
         from elmo_tf.export.task_saved_model import export_task_model
+        from elmo_tf.training.finetuning import load_task_model
 
         if args.fine_tune_bilm or args.dropout:
             raise ValueError("--fine-tune-bilm and --dropout are for a biLM's export; "
                              f"{args.model} is a fine-tuned task model.")
-        path = export_task_model(keras.saving.load_model(task_model), args.output,
+        path = export_task_model(load_task_model(task_model), args.output,
                                  version=args.version)
         print(f"wrote a SavedModel to {path} (signature serving_default: raw text in, logits "
               "and the prediction out)")
@@ -450,4 +495,4 @@ def _init(args):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main_process())

@@ -1,16 +1,18 @@
-"""File helpers: nothing half-written is ever left where a result is expected, and JSON files
-read with errors that name them."""
+"""File helpers: nothing half-written is ever left where a result is expected, nothing of the
+user's is ever removed, one process at a time in a run directory, and files read with errors
+that name them (file and line)."""
 
 import contextlib
 import errno
 import fcntl
-import glob
 import json
 import os
 import re
 import shutil
 import socket
+import sys
 import tempfile
+import time
 
 import h5py
 import numpy as np
@@ -18,10 +20,24 @@ import numpy as np
 _HOST = (re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host")[:24]
 
 
+# The mark of every temporary elmo-tf makes: `NAME.elmo-tf-HOST-PID-RANDOM.tmp`. Only names with
+# it are ever cleaned up (`remove_stale_temporaries`), so a user's `notes.2024.tmp` is never
+# taken for one.
+_MARK = "elmo-tf"
+_TEMPORARY = r"\.elmo-tf-[A-Za-z0-9-]+-\d+-[A-Za-z0-9_]+\.tmp"
+
+
 def temporary_prefix(name):
-    """The prefix of this process's temporaries for `name`: `name.HOST-PID.` (so that a person
-    can tell whose they are; what makes one stale is its lock, see `remove_stale_temporaries`)."""
-    return f"{name}.{_HOST}-{os.getpid()}."
+    """The prefix of this process's temporaries for `name`: `name.elmo-tf-HOST-PID-` (the writer
+    is named, so that a person can tell whose they are; what makes one stale is its lock, see
+    `remove_stale_temporaries`)."""
+    return f"{name}.{_MARK}-{_HOST}-{os.getpid()}-"
+
+
+def is_temporary(basename, name=None):
+    """Whether `basename` is the name of an elmo-tf temporary (of `name`, or of any name)."""
+    return re.fullmatch((re.escape(name) if name is not None else r".+") + _TEMPORARY,
+                        basename) is not None
 
 
 @contextlib.contextmanager
@@ -40,10 +56,10 @@ def _directory_lock(directory, operation):
 @contextlib.contextmanager
 def locked_temporary(directory, name, is_directory=False):
     """A new temporary file (or directory) for `name` in `directory`, named
-    `NAME.HOST-PID.*.tmp`, created and locked (`flock`) in one step as `remove_stale_temporaries`
-    sees it, and locked until the block ends, however the process ends (kill -9 included).
-    Yields its path; the block moves it into place. If the block raises, the temporary is
-    removed.
+    `NAME.elmo-tf-HOST-PID-RANDOM.tmp`, created and locked (`flock`) in one step as
+    `remove_stale_temporaries` sees it, and locked until the block ends, however the process
+    ends (kill -9 included). Yields its path; the block moves it into place. If the block
+    raises, the temporary is removed.
 
     Example:
     >>> with locked_temporary("out", "vec.hdf5") as tmp:
@@ -72,21 +88,23 @@ def locked_temporary(directory, name, is_directory=False):
 
 def remove_stale_temporaries(directory, name=None):
     """Removes the temporaries a killed writer left in `directory`: for `name` (any name when
-    None), files and directories named `NAME.*.tmp` (and Keras's staged `NAME.*.tmp.weights.h5`)
-    that no process holds locked, whatever their age. A live writer's temporaries
-    (`locked_temporary`), on this host or another one sharing the file system, are left alone."""
+    None), the files and directories elmo-tf named `NAME.elmo-tf-HOST-PID-RANDOM.tmp`
+    (`locked_temporary`) that no process holds locked, whatever their age. A live writer's
+    temporaries, on this host or another one sharing the file system, are left alone, and so is
+    everything else: a user's `notes.2024.tmp` or `results.old.tmp/` never matches.
+
+    Example:
+    >>> remove_stale_temporaries("runs/elmo/checkpoints")
+    """
     if not os.path.isdir(directory):
         return
-    pattern = (re.escape(name) if name is not None else r".+") + r"\..+\.tmp(\.weights\.h5)?"
     with _directory_lock(directory, fcntl.LOCK_EX):
-        for path in glob.glob(os.path.join(glob.escape(directory),
-                                           (glob.escape(name) if name is not None else "") + "*")):
-            match = re.fullmatch(pattern, os.path.basename(path))
-            if not match:
+        for entry in os.listdir(directory):
+            if not is_temporary(entry, name):
                 continue
-            lock = path[:-len(match.group(1))] if match.group(1) else path  # staged: its .tmp's
+            path = os.path.join(directory, entry)
             with contextlib.suppress(FileNotFoundError):
-                if _is_locked(lock):
+                if _is_locked(path):
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
@@ -95,10 +113,7 @@ def remove_stale_temporaries(directory, name=None):
 
 
 def _is_locked(path):
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False  # a staged file whose temporary is gone
+    fd = os.open(path, os.O_RDONLY)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -193,9 +208,114 @@ def write_json_atomically(path, value):
 
 
 def read_json(path):
-    """The JSON value in `path`; a file that is not JSON is a ValueError that names it."""
-    with open(path, encoding="utf-8") as f:
+    """The JSON value in `path`; a file that is not JSON (not text at all, e.g. an HDF5 file
+    given for an options.json) is a ValueError that names it."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(b"\x89HDF"):
+        raise ValueError(f"{path}: an HDF5 file, not JSON (weights given where a JSON file "
+                         "belongs? e.g. --options and --weights swapped).")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not a JSON text file (not valid UTF-8 at byte "
+                         f"{error.start}).") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}: not valid JSON ({error}).") from None
+
+
+def utf8_lines(path):
+    """The lines of a UTF-8 text file (`"-"`: standard input), each without its line break,
+    one at a time: a line that is not UTF-8 is a ValueError naming the file (or stdin) and the
+    line, raised when that line is reached (the lines before it have been yielded).
+
+    Example:
+    >>> for line in utf8_lines("sentences.txt"):
+    ...     print(line.split())
+    """
+    name = "stdin" if path == "-" else os.fspath(path)
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    try:
+        for number, line in enumerate(stream, start=1):
+            try:
+                yield line.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at "
+                                 f"byte {error.start}); the file must be UTF-8 text.") from None
+    finally:
+        if path != "-":
+            stream.close()
+
+
+class InUseError(OSError):
+    """A directory (a run's) is held by another process (`exclusive_lock`)."""
+
+
+@contextlib.contextmanager
+def exclusive_lock(path, what):
+    """Holds the lock file `path` (made if absent) exclusively for the block, for this process
+    alone: another process (or another block of this one) asking for it meanwhile gets an
+    `InUseError` naming `what` and the holder (its process id, host, command and start time).
+    The lock is `flock`'s: it ends with the block, and with the process however it ends
+    (kill -9 included); the block's end also removes the file.
+
+    Example:
+    >>> with exclusive_lock("runs/elmo/run.lock", "runs/elmo"):
+    ...     train()
+    """
+    path = os.fspath(path)
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            return json.load(f)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"{path}: not valid JSON ({error}).") from None
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 1000, 0).decode("utf-8", "replace").strip()
+            os.close(fd)
+            raise InUseError(f"{what} is in use by another elmo-tf process "
+                             f"({holder or 'starting'}); wait until it ends, or use another "
+                             "directory.") from None
+        try:  # the file a holder removed as it ended (then locked here): take the new one
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        command = " ".join(os.path.basename(a) if i == 0 else a
+                           for i, a in enumerate(sys.argv))[:300]
+        os.pwrite(fd, f"process {os.getpid()} on {socket.gethostname()}, since "
+                      f"{time.strftime('%Y-%m-%d %H:%M:%S')}: {command}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)  # while still held: a process waiting on it takes a new file
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def private_temporary_directory():
+    """Points this process's temporary files (Python's `tempfile`, and `TMPDIR` for TensorFlow's
+    own) into a directory of its own in the system's, removed when the block ends. TensorFlow
+    leaves its AutoGraph files (`__autograph_generated_file*.py`) in the temporary directory
+    when a process is killed (kill -9): in a locked directory of elmo-tf's, the next command
+    removes them (`remove_stale_temporaries`). For a process's main function.
+
+    Example:
+    >>> with private_temporary_directory():
+    ...     sys.exit(main())
+    """
+    system = tempfile.gettempdir()
+    saved = tempfile.tempdir, os.environ.get("TMPDIR")
+    remove_stale_temporaries(system, "elmo-tf-scratch")
+    with locked_temporary(system, "elmo-tf-scratch", is_directory=True) as scratch:
+        tempfile.tempdir = os.environ["TMPDIR"] = scratch
+        try:
+            yield scratch
+        finally:
+            tempfile.tempdir = saved[0]
+            if saved[1] is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = saved[1]
+            shutil.rmtree(scratch, ignore_errors=True)

@@ -71,6 +71,20 @@ def track_variable(layer, variable):
     layer._track_variable(variable)
 
 
+def loading_safely(safe_mode=None):
+    """Whether a layer's `from_config` runs under Keras's safe mode (the default of
+    `keras.saving.load_model`): `safe_mode` when given, else the loading call's mode, else
+    True, as Keras's own `TFSMLayer.from_config` decides it.
+
+    Private: `keras.src.saving.serialization_lib.in_safe_mode`. Keras 3 has no public way for
+    a layer's `from_config` to read the mode it is loaded under (only its setter,
+    `keras.config.enable_unsafe_deserialization`) (no upstream issue found)."""
+    from keras.src.saving import serialization_lib
+
+    mode = safe_mode if safe_mode is not None else serialization_lib.in_safe_mode()
+    return mode is not False
+
+
 # --- models: fit under distribution strategies ---------------------------------------------
 
 def in_multi_worker_mode(strategy):
@@ -116,16 +130,15 @@ def _multi_worker_logs(logs):
     return logs
 
 
-def track_loss(model, loss, x):
+def track_loss(model, loss, weight):
     """Updates `model`'s loss metric (`loss` in the logs) with one replica's `loss`, weighted
-    by its batch rows, as Keras's own `train_step` does.
+    by `weight` (Keras's own steps weigh a batch by its rows; `CompiledStep.loss_weight`).
 
     Private: `Trainer._loss_tracker` and `keras.src.losses.loss.unscale_loss_for_distribution`
     (the replica's loss is its share of the global batch's; the tracker wants the mean). A
     custom `train_step` has no public way to feed Keras's loss metric (no upstream issue
     found)."""
-    rows = tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
-    model._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=rows)
+    model._loss_tracker.update_state(unscale_loss_for_distribution(loss), sample_weight=weight)
 
 
 # --- optimizers ------------------------------------------------------------------------------

@@ -23,4 +23,4 @@ def _stalling(replace, pattern):
 
 if __name__ == "__main__":
     os.replace = _stalling(os.replace, sys.argv[1])
-    sys.exit(cli.main(sys.argv[2:]))
+    sys.exit(cli.main_process(sys.argv[2:]))

@@ -4,6 +4,7 @@ exit, status 2, no traceback), a message that names the input and what is accept
 nothing is left on disk, and, where the input can be checked first, that no work ran before the
 check (grow it as the product grows)."""
 
+import io
 import json
 import os
 import pathlib
@@ -197,7 +198,9 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     command at once: the dead writer's temporary, unlocked now, goes whatever its age, and only
     the command's final files remain."""
     args, stalled, where, name, final = _kill_commands(tmp_path, tiny_model)[command]
-    env = dict(os.environ, **CPU_ONLY_ENV)
+    scratch = tmp_path / "tmpdir"  # TMPDIR: where TensorFlow's AutoGraph writes its files
+    scratch.mkdir()
+    env = dict(os.environ, **CPU_ONLY_ENV, TMPDIR=str(scratch))
     process = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled, *args],
                                cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE)
@@ -208,12 +211,17 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     assert process.returncode == -signal.SIGKILL, (
         f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")
     assert any(temporary.fullmatch(name) for name in os.listdir(where))
+    if command in ("train", "finetune"):  # they trace with AutoGraph before their first write
+        assert any("__autograph_generated_file" in f for f in _files_under(scratch))
     again = subprocess.run([sys.executable, str(LAUNCHER), *args], env=env,
                            capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     left = _files_under(tmp_path / "out")
     assert not [f for f in left if ".tmp" in f], left
     assert final <= set(left), left
+    # What the killed process left in TMPDIR (AutoGraph's generated files among them, when it
+    # had traced something) went with its private directory; the rerun's own went at its end.
+    assert _files_under(scratch) == [] and os.listdir(scratch) == []
 
 
 def test_a_binary_corpus_is_refused_after_the_counting_pass(tmp_path, capsys):
@@ -258,3 +266,335 @@ def test_elmo_embedding_takes_char_ids_as_nested_lists(embedding):
 
     ids = tokens_to_char_ids([["a", "cat"], ["hi", ""]])
     np.testing.assert_array_equal(embedding(np.asarray(ids).tolist()), embedding(ids))
+
+
+# --- Nothing of the user's lost, one process per run ---------------------------------------
+
+USERS_FILES = ["my.notes.tmp", "backup.2024.tmp", "results.old.tmp/data.csv"]
+
+
+def _put_users_files(directory):
+    for name in USERS_FILES:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text("mine")
+
+
+def _users_files_intact(directory):
+    return all((directory / name).read_text() == "mine" for name in USERS_FILES)
+
+
+def _recipe_file(directory):
+    from tests.training import RECIPE
+
+    path = directory / "recipe.json"
+    path.write_text(json.dumps(RECIPE))
+    return str(path)
+
+
+def _labelled(directory):
+    path = directory / "train.tsv"
+    path.write_text("pos\ta good film\nneg\ta bad film\npos\tgood\nneg\tbad\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def finetuned(tmp_path_factory):
+    """A biLM trained 2 steps (checkpoints at 1 and 2) and a classifier fine-tuned on it, each
+    in an --output that held the user's own `*.tmp` files and folder from the start (a train
+    that failed on a missing corpus first)."""
+    tmp_path = tmp_path_factory.mktemp("finetuned")
+    bilm, classifier = tmp_path / "bilm", tmp_path / "classifier"
+    for directory in (bilm, classifier):
+        _put_users_files(directory)
+    train = ["train", "--recipe", _recipe_file(tmp_path), "--output", str(bilm), "--steps", "2",
+             "--checkpoint-every", "1"]
+    with pytest.raises(SystemExit):
+        cli.main(train + ["--corpus", str(tmp_path / "missing-*.txt")])
+    corpus = _sentences(tmp_path, n=40)
+    assert cli.main(train + ["--corpus", corpus]) == 0
+    labelled = _labelled(tmp_path)
+    finetune = ["finetune", "--task", "classify", "--train", labelled, "--dev", labelled,
+                "--model", str(bilm), "--encoder-units", "4", "--output", str(classifier)]
+    assert cli.main(finetune + ["--epochs", "1"]) == 0
+    return {"bilm": bilm, "classifier": classifier, "train": train, "finetune": finetune,
+            "labelled": labelled, "corpus": corpus}
+
+
+def test_the_users_tmp_files_and_folders_survive_train_and_finetune(finetuned):
+    """The issue's names: `train` and `finetune` deleted them at start-up (a run directory's
+    cleaning took every unlocked `*.*.tmp` for a temporary), even when the command then failed."""
+    for directory in (finetuned["bilm"], finetuned["classifier"]):
+        assert _users_files_intact(directory), _files_under(directory)
+    assert (finetuned["bilm"] / "weights.hdf5").exists()
+    assert (finetuned["classifier"] / "model.keras").exists()
+    assert not (finetuned["bilm"] / "run.lock").exists()  # released with the run
+
+
+def _wait_for(condition, process, timeout=300):
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert process.poll() is None, process.communicate()[1].decode()[-2000:]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_two_trains_in_one_directory_one_is_refused_and_the_others_run_is_intact(
+        tmp_path, capsys):
+    """Started together, both used to exit 0 with a mixed directory (run.json of one,
+    checkpoints of the other). Now the second is refused, naming the first, which holds the
+    directory until it ends, however it ends: killed -9, its rerun resumes its own run."""
+    out = tmp_path / "run"
+    command = ["train", "--recipe", _recipe_file(tmp_path), "--corpus",
+               _sentences(tmp_path, n=40), "--output", str(out), "--checkpoint-every", "1"]
+    first = command + ["--seed", "1", "--steps", "2"]
+    process = subprocess.Popen(  # stalled while it writes its first checkpoint
+        [sys.executable, "-m", "tests.stalled_writer", r"ckpt-0+1\.weights\.h5", *first],
+        cwd=ROOT, env=dict(os.environ, **CPU_ONLY_ENV), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE)
+    try:
+        _wait_for(lambda: os.path.isdir(out / "checkpoints") and any(
+            n.startswith("ckpt-000000001") for n in os.listdir(out / "checkpoints")), process)
+        message = _cli_error(capsys, *command, "--seed", "2", "--steps", "1")
+        assert f"{out} is in use by another elmo-tf process (process {process.pid} on " in message
+        assert "train" in message and "wait until it ends" in message
+        assert json.loads((out / "run.json").read_text())["settings"]["seed"] == 1
+    finally:
+        process.kill()
+        process.wait()
+    assert cli.main(first) == 0  # the lock died with the process
+    assert json.loads((out / "run.json").read_text())["settings"]["seed"] == 1
+    assert (out / "checkpoints" / "ckpt-000000002.weights.h5").exists()
+
+
+def test_a_finetune_in_a_directory_another_run_holds_is_refused(finetuned, tmp_path, capsys):
+    from elmo_tf.training.run_directory import RunDirectory
+
+    out = tmp_path / "classifier"
+    with RunDirectory(out).opened():  # another run holds it (this process, another lock)
+        message = _cli_error(capsys, *finetuned["finetune"][:-2], "--output", str(out),
+                             "--epochs", "1")
+    assert f"{out} is in use by another elmo-tf process (process {os.getpid()} on " in message
+    assert os.listdir(out) == []
+
+
+def test_a_run_resumes_from_another_working_directory_and_after_it_moved(
+        finetuned, tmp_path, capsys, monkeypatch):
+    """A run's corpus is its files (resolved, with their sizes), not the glob typed: the same
+    run resumes from another working directory by a relative glob, after its directory moved;
+    a corpus file that changed size is another run."""
+    moved = tmp_path / "moved"
+    shutil.copytree(finetuned["bilm"], moved)
+    corpus = pathlib.Path(finetuned["corpus"])
+    monkeypatch.chdir(corpus.parent.parent)
+    command = ["train", "--recipe", _recipe_file(tmp_path), "--output", str(moved),
+               "--checkpoint-every", "1"]
+    assert cli.main(command + ["--corpus", os.path.join(corpus.parent.name, "*.txt"),
+                               "--steps", "3"]) == 0
+    assert f"resuming {moved} at step 2" in capsys.readouterr().err
+    text = corpus.read_text()
+    try:
+        corpus.write_text(text + "one more line\n")
+        message = _cli_error(capsys, *command, "--corpus", str(corpus), "--steps", "4")
+    finally:
+        corpus.write_text(text)
+    assert "holds another run" in message and "'bytes'" in message
+
+
+def test_a_built_in_corpus_run_resumes_after_its_directory_moved(tmp_path, capsys):
+    """Its corpus is written inside the run; moved, the run was told to "delete it" (its
+    checkpoints with it), as its recorded corpus was the old directory's path."""
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    command = ["train", "--recipe", _recipe_file(tmp_path), "--corpus", "builtin",
+               "--checkpoint-every", "1"]
+    assert cli.main(command + ["--output", str(first), "--steps", "1"]) == 0
+    first.rename(moved)
+    capsys.readouterr()
+    assert cli.main(command + ["--output", str(moved), "--steps", "2"]) == 0
+    assert f"resuming {moved} at step 1" in capsys.readouterr().err
+
+
+# --- Every error one line that names the input ---------------------------------------------
+
+def test_a_broken_link_or_an_unreadable_file_in_a_corpus_glob_is_named_before_any_work(
+        tmp_path, capsys, monkeypatch):
+    from elmo_tf.data import corpus as corpus_module
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("the cat sat\n" * 20)
+    (corpus / "b.txt").symlink_to(tmp_path / "gone.txt")
+    out = tmp_path / "run"
+    train = ["train", "--recipe", "tiny", "--corpus", str(corpus / "*.txt"), "--output", str(out)]
+    message = _cli_error(capsys, *train)
+    assert f"corpus file {corpus / 'b.txt'} (matched by '{corpus / '*.txt'}') is a broken " \
+           f"symbolic link (to {tmp_path / 'gone.txt'}" in message
+    assert not out.exists()
+    (corpus / "b.txt").unlink()
+    (corpus / "b.txt").write_text("a dog ran\n")
+    real_open = open
+
+    def unreadable(path, *args, **kwargs):  # root reads every file: the refusal is simulated
+        if os.fspath(path) == str(corpus / "b.txt"):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(corpus_module, "open", unreadable, raising=False)
+    message = _cli_error(capsys, *train)
+    assert f"corpus file {corpus / 'b.txt'}" in message and "cannot be read: Permission " \
+                                                          "denied" in message
+    assert not out.exists()
+
+
+def test_a_train_that_fails_on_its_corpus_leaves_no_output_directory(tmp_path, capsys):
+    """The corpus (a TFDS dataset) is found missing once the run has its directory: the
+    directory the run made goes with the failure (it used to stay, empty)."""
+    pytest.importorskip("tensorflow_datasets")
+    out = tmp_path / "run"
+    message = _cli_error(capsys, "train", "--recipe", "tiny", "--corpus", "tfds:lm1b",
+                         "--tfds-data-dir", str(tmp_path / "tfds"), "--output", str(out))
+    assert "'lm1b' is not prepared" in message
+    assert not out.exists()
+
+
+def test_tensorflows_error_from_reading_an_input_is_one_line_naming_the_file(
+        tmp_path, capsys, monkeypatch):
+    """A file that goes while a pipeline reads it (the up-front check left out here, so that
+    the pipeline meets the broken link): TensorFlow's error, caught at the command line."""
+    from elmo_tf.data import corpus as corpus_module
+
+    monkeypatch.setattr(corpus_module, "_check_readable", lambda path, patterns: None)
+    (tmp_path / "a.txt").write_text("the cat sat\n")
+    (tmp_path / "b.txt").symlink_to(tmp_path / "gone.txt")
+    message = _cli_error(capsys, "vocab", "--corpus", str(tmp_path / "*.txt"), "--output",
+                         str(tmp_path / "vocab.txt"))
+    error = message.splitlines()[-1]
+    assert error == f"elmo-tf: error: reading the input failed: {tmp_path / 'b.txt'}; No such " \
+                    "file or directory", message
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("list", "options.json: expected a JSON object with the sections 'lstm' and 'char_cnn' (an "
+             "options.json); got a JSON array."),
+    ("null_filters", "options.json: char_cnn.filters must be a list of [width, n_filters] "
+                     "pairs, e.g. [[1, 32], [2, 32]]; got null."),
+    ("swapped", "weights.hdf5: an HDF5 file, not JSON (weights given where a JSON file "
+                "belongs? e.g. --options and --weights swapped)."),
+    ("weights_json", "options.json: cannot read it as an hdf5 weight file"),
+])
+def test_options_and_weights_files_are_checked_by_name(tiny_model, tmp_path, capsys, case,
+                                                       expected):
+    options, _, options_file, weight_file = tiny_model
+    bad = tmp_path / "options.json"
+    if case == "list":
+        bad.write_text("[1, 2]")
+    elif case == "null_filters":
+        bad.write_text(json.dumps({**options, "char_cnn": {**options["char_cnn"],
+                                                            "filters": None}}))
+    files = {"list": (bad, weight_file), "null_filters": (bad, weight_file),
+             "swapped": (weight_file, options_file),
+             "weights_json": (options_file, options_file)}[case]
+    message = _cli_error(capsys, "dump", _sentences(tmp_path, n=2), str(tmp_path / "v.hdf5"),
+                         "--options", str(files[0]), "--weights", str(files[1]))
+    assert expected in message and message.count("\n") == 1, message
+    if case == "weights_json":
+        assert "--options and --weights swapped" in message
+    assert not (tmp_path / "v.hdf5").exists()
+
+
+def test_a_truncated_newest_checkpoint_is_named_and_the_run_resumes_from_the_one_before(
+        finetuned, tmp_path, capsys):
+    run = tmp_path / "bilm"
+    shutil.copytree(finetuned["bilm"], run)
+    newest = run / "checkpoints" / "ckpt-000000002.weights.h5"
+    newest.write_bytes(newest.read_bytes()[:newest.stat().st_size // 2])
+    train = finetuned["train"].copy()
+    train[train.index("--output") + 1] = str(run)
+    train[train.index("--steps") + 1] = "3"
+    assert cli.main(train + ["--corpus", finetuned["corpus"]]) == 0
+    err = capsys.readouterr().err
+    assert f"{newest} is damaged (" in err and f"resuming {run} at step 1" in err
+    # Every checkpoint damaged: named, and nothing trained from the start behind the user's back.
+    for path in (run / "checkpoints").iterdir():
+        path.write_bytes(b"")
+    train[train.index("--steps") + 1] = "4"
+    message = _cli_error(capsys, *train, "--corpus", finetuned["corpus"])
+    assert f"every checkpoint in {run / 'checkpoints'} is damaged" in message
+
+
+def test_a_truncated_finetune_checkpoint_is_named(finetuned, tmp_path, capsys):
+    out = tmp_path / "classifier"
+    shutil.copytree(finetuned["classifier"], out)
+    checkpoint = out / "checkpoints" / "epoch-001.weights.h5"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:1000])
+    message = _cli_error(capsys, *finetuned["finetune"][:-2], "--output", str(out),
+                         "--epochs", "2")
+    assert f"{checkpoint}, the checkpoint of epoch 1, is damaged" in message
+
+
+@pytest.mark.parametrize("which", ["--train", "--dev"])
+def test_finetune_names_the_file_and_line_that_is_not_utf8(finetuned, tmp_path, capsys, which):
+    bad = tmp_path / "bad.tsv"
+    bad.write_bytes(b"pos\tgood\nneg\tbad\npos\tna\xefve\n")
+    command = finetuned["finetune"][:-2] + ["--output", str(tmp_path / "out")]
+    command[command.index(which) + 1] = str(bad)
+    message = _cli_error(capsys, *command)
+    assert f"{bad}, line 3: not valid UTF-8" in message
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("source", ["stdin", "file"])
+def test_predict_prints_every_good_line_before_the_one_that_is_not_utf8(
+        finetuned, tmp_path, capsys, monkeypatch, source):
+    data = b"a good film\nbad\n" * 40 + b"na\xefve\nnever read\n"  # the bad line is line 81
+    path = tmp_path / "in.txt"
+    path.write_bytes(data)
+    if source == "stdin":
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["predict", "--model", str(finetuned["classifier"]),
+                  "-" if source == "stdin" else str(path)])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and "Traceback" not in captured.err
+    name = "stdin" if source == "stdin" else str(path)
+    assert f"{name}, line 81: not valid UTF-8" in captured.err
+    assert len(captured.out.splitlines()) == 80
+    assert set(captured.out.split()) <= {"pos", "neg"}
+
+
+@pytest.mark.parametrize("command", ["predict", "export"])
+def test_a_truncated_keras_file_is_called_damaged(finetuned, tmp_path, capsys, command):
+    out = tmp_path / "classifier"
+    out.mkdir()
+    whole = (finetuned["classifier"] / "model.keras").read_bytes()
+    (out / "model.keras").write_bytes(whole[:len(whole) // 2])
+    args = (["predict", "--model", str(out), finetuned["labelled"]] if command == "predict" else
+            ["export", "--model", str(out), "--output", str(tmp_path / "serving")])
+    message = _cli_error(capsys, *args)
+    assert f"{out / 'model.keras'} is damaged or truncated" in message
+    assert message.count("\n") == 1
+
+
+def test_ctrl_c_says_what_was_kept_and_how_to_resume(finetuned, tmp_path, capsys, monkeypatch):
+    from elmo_tf import training
+    from elmo_tf.training import finetuning
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "train", interrupted)
+    monkeypatch.setattr(finetuning, "finetune", interrupted)
+    train = finetuned["train"] + ["--corpus", finetuned["corpus"]]
+    for argv, kept in [
+            (train, f"kept {finetuned['bilm'] / 'checkpoints' / 'ckpt-000000002.weights.h5'} "
+                    "(step 2); the same command resumes the run from it."),
+            (finetuned["finetune"], f"kept {finetuned['classifier'] / 'checkpoints'}"
+                                    f"/epoch-001.weights.h5 (epoch 1); the same command"),
+            (train[:train.index("--output") + 1] + [str(tmp_path / "new")]
+             + train[train.index("--output") + 2:], "nothing was written")]:
+        with pytest.raises(SystemExit) as exit_info:
+            cli.main(argv)
+        assert exit_info.value.code == 130
+        assert f"interrupted; {kept}" in capsys.readouterr().err

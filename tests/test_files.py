@@ -53,22 +53,40 @@ def _held(path):
 
 
 def test_the_next_write_removes_what_a_killed_writer_left_and_nothing_else(tmp_path):
-    """kill -9 leaves a temporary (and Keras's staged file beside it); the next write of the
-    same file removes those no process holds locked, whatever their age (one made a moment ago
-    included), and keeps a live writer's (locked, on this host or another) and other files'."""
+    """kill -9 leaves a temporary; the next write of the same file removes those no process
+    holds locked, whatever their age (one made a moment ago included), and keeps a live
+    writer's (locked, on this host or another), other files' and the user's own."""
     target = tmp_path / "vec.hdf5"
     prefix = temporary_prefix("vec.hdf5")
-    leftovers = [prefix + "abc123.tmp", prefix + "abc123.tmp.weights.h5",
-                 "vec.hdf5.otherhost-7.def456.tmp", "vec.hdf5.kz81m2xq.tmp",  # 0.1's naming
+    leftovers = [prefix + "abc123.tmp", "vec.hdf5.elmo-tf-otherhost-7-def456.tmp",
                  prefix + "justnow1.tmp"]
     live = prefix + "live0001.tmp"
-    kept = [live, "vec.hdf5.notes", "other.hdf5." + prefix.split(".", 2)[2] + "z.tmp"]
+    kept = [live, "vec.hdf5.notes", "vec.hdf5.2024.tmp", "vec.hdf5.kz81m2xq.tmp",
+            "other.hdf5." + prefix.split(".", 2)[2] + "z.tmp"]
     for name in leftovers + kept:
         (tmp_path / name).write_text("half")
     with _held(tmp_path / live):
         write_atomically(target, lambda tmp: open(tmp, "w").write("done"))
     assert sorted(os.listdir(tmp_path)) == sorted(kept + ["vec.hdf5"])
     assert target.read_text() == "done"
+
+
+def test_the_users_own_tmp_files_and_folders_are_never_taken_for_temporaries(tmp_path):
+    """Names a user gives (the issue's: `my.notes.tmp`, `backup.2024.tmp`, a folder
+    `results.old.tmp/` with a file inside) survive a cleaning of the whole directory, which
+    removes elmo-tf's own unlocked temporaries, files and directories."""
+    users = ["my.notes.tmp", "backup.2024.tmp", "results.old.tmp/data.csv",
+             "x.host-1.abc.tmp"]  # the last: elmo-tf 0.2's naming, indistinguishable from a user's
+    for name in users:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("mine")
+    ours = [temporary_prefix("vec.hdf5") + "k1.tmp", temporary_prefix(".export") + "k2.tmp"]
+    (tmp_path / ours[0]).write_text("half")
+    (tmp_path / ours[1] / "variables").mkdir(parents=True)
+    remove_stale_temporaries(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == sorted(["my.notes.tmp", "backup.2024.tmp",
+                                                   "results.old.tmp", "x.host-1.abc.tmp"])
+    assert all((tmp_path / name).read_text() == "mine" for name in users)
 
 
 def test_a_cleaner_never_sees_a_temporary_before_its_lock(tmp_path, monkeypatch):

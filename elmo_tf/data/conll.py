@@ -3,6 +3,8 @@ a blank line between sentences, `-DOCSTART-` lines (CoNLL-2003's document marker
 
 import os
 
+from elmo_tf.files import utf8_lines
+
 
 def read_conll(path, tag_column=-1):
     """The sentences of a CoNLL-style file.
@@ -37,22 +39,21 @@ def read_conll(path, tag_column=-1):
             tags.append(sentence[1])
         sentence = ([], [])
 
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            fields = line.split()
-            if not fields:
-                end_sentence()
-                continue
-            if fields[0] == "-DOCSTART-":
-                continue
-            if len(fields) < needed:
-                raise ValueError(
-                    f"{path}, line {number}: {len(fields)} column(s); a CoNLL line holds the "
-                    f"token, then its tag in column {tag_column + 1 if tag_column >= 0 else 'N'}"
-                    f" ({'the last' if tag_column < 0 else 'counting from 1'}), separated by "
-                    "whitespace; sentences are separated by blank lines.")
-            sentence[0].append(fields[0])
-            sentence[1].append(fields[tag_column])
+    for number, line in enumerate(utf8_lines(path), start=1):
+        fields = line.split()
+        if not fields:
+            end_sentence()
+            continue
+        if fields[0] == "-DOCSTART-":
+            continue
+        if len(fields) < needed:
+            raise ValueError(
+                f"{path}, line {number}: {len(fields)} column(s); a CoNLL line holds the "
+                f"token, then its tag in column {tag_column + 1 if tag_column >= 0 else 'N'}"
+                f" ({'the last' if tag_column < 0 else 'counting from 1'}), separated by "
+                "whitespace; sentences are separated by blank lines.")
+        sentence[0].append(fields[0])
+        sentence[1].append(fields[tag_column])
     end_sentence()
     if not tokens:
         raise ValueError(f"{path} holds no sentence (expected a token and its tag per line).")

@@ -218,11 +218,44 @@ def _find_files(source):
             raise FileNotFoundError(f"no corpus file matches {pattern!r}")
         files.update(dict.fromkeys(matches))
     files = list(files)
+    for f in files:
+        _check_readable(f, patterns)
     if not any(_has_text(f) for f in files):
         raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
                          f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
     logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
     return files
+
+
+def _check_readable(path, patterns):
+    """Raises FileNotFoundError / PermissionError naming a matched file that cannot be read (a
+    dangling symbolic link, no read permission), before any pass over the corpus."""
+    matched = f"matched by {', '.join(map(repr, patterns))}"
+    if "://" in path:
+        return  # a remote file system's errors come from tf.io.gfile, with the path
+    if not os.path.exists(path):
+        target = os.readlink(path) if os.path.islink(path) else None
+        raise FileNotFoundError(f"corpus file {path} ({matched}) "
+                                + (f"is a broken symbolic link (to {target}, which does not exist)"
+                                   if target is not None else "does not exist") + ".")
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as error:
+        raise type(error)(f"corpus file {path} ({matched}) cannot be read: "
+                          f"{error.strerror or error}.") from None
+
+
+def corpus_identity(source, tfds_data_dir=None):
+    """What makes two runs' corpora the same corpus, as run.json records it: for text files,
+    each file's resolved path and size (`[{"file": ..., "bytes": ...}]`, so that the same files
+    match from any working directory, by a relative or an absolute glob); `"tfds:NAME"` and
+    `"builtin"` as given. Checks the files as `read_corpus` does (every glob matches, every
+    file is readable, not all are empty), so it is the check before any work."""
+    if isinstance(source, str) and (source == BUILTIN_CORPUS or source.startswith("tfds:")):
+        return source
+    return [{"file": os.path.realpath(f) if "://" not in f else f,
+             "bytes": tf.io.gfile.stat(f).length} for f in _find_files(source)]
 
 
 def _has_text(path, chunk_size=1 << 16):

@@ -9,6 +9,8 @@ readers (`csv.QUOTE_NONE`) treat them. Test files have no labels.
 import dataclasses
 import os
 
+from elmo_tf.files import utf8_lines
+
 
 @dataclasses.dataclass(frozen=True)
 class GlueTask:
@@ -108,20 +110,18 @@ def read_glue(task, data_dir, split):
     label = -1 if test else (spec.label_column if spec.label_column >= 0 else max(columns) + 1)
     needed = max(*columns, label) + 1
     texts, labels = [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if (number == 1 and (spec.header or test)) or not line:
-                continue
-            fields = line.split("\t")
-            if len(fields) < needed:
-                raise ValueError(
-                    f"{path}, line {number}: {len(fields)} tab-separated columns; GLUE {task} "
-                    f"{'test' if test else 'train/dev'} lines have at least {needed} "
-                    f"({_describe(spec, test)}).")
-            texts.append(tuple(fields[c] for c in columns))
-            if not test:
-                labels.append(_label(spec, fields[spec.label_column], path, number, task))
+    for number, line in enumerate(utf8_lines(path), start=1):
+        if (number == 1 and (spec.header or test)) or not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) < needed:
+            raise ValueError(
+                f"{path}, line {number}: {len(fields)} tab-separated columns; GLUE {task} "
+                f"{'test' if test else 'train/dev'} lines have at least {needed} "
+                f"({_describe(spec, test)}).")
+        texts.append(tuple(fields[c] for c in columns))
+        if not test:
+            labels.append(_label(spec, fields[spec.label_column], path, number, task))
     return texts, (None if test else labels)
 
 

@@ -3,6 +3,8 @@
 
 import os
 
+from elmo_tf.files import utf8_lines
+
 
 def read_labelled_text(path, pairs=False):
     """The examples of a `label<TAB>text` (or, with `pairs`, `label<TAB>text_a<TAB>text_b`)
@@ -32,18 +34,16 @@ def read_labelled_text(path, pairs=False):
     expected = 3 if pairs else 2
     layout = "label<TAB>text_a<TAB>text_b" if pairs else "label<TAB>text"
     texts, labels = [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            fields = line.split("\t")
-            if len(fields) != expected or not fields[0].strip():
-                empty = " with an empty label" if not fields[0].strip() else ""
-                raise ValueError(f"{path}, line {number}: {len(fields)} tab-separated "
-                                 f"field(s){empty}; expected {layout}.")
-            labels.append(fields[0].strip())
-            texts.append(tuple(fields[1:]))
+    for number, line in enumerate(utf8_lines(path), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != expected or not fields[0].strip():
+            empty = " with an empty label" if not fields[0].strip() else ""
+            raise ValueError(f"{path}, line {number}: {len(fields)} tab-separated "
+                             f"field(s){empty}; expected {layout}.")
+        labels.append(fields[0].strip())
+        texts.append(tuple(fields[1:]))
     if not labels:
         raise ValueError(f"{path} holds no example (expected {layout} per line).")
     return texts, labels

@@ -104,11 +104,22 @@ class CompiledStep:
         here, outside the compiled part), or None when the loss needs none."""
         return None
 
+    def loss_weight(self, x, counts):
+        """What one replica's batch loss weighs in the `loss` metric (Keras's running mean of
+        the batch losses, `loss` and `val_loss` in the logs): its rows, as in Keras's own
+        steps. A loss that is a mean over a count of the global batch (`global_loss_counts`)
+        weighs that count instead, so that the metric is the mean over everything counted:
+        for a language model, the per-token cross-entropy whose exponential is its
+        perplexity, whatever the batches' lengths and padding."""
+        return tf.shape(next(i for i in tf.nest.flatten(x) if i is not None))[0]
+
     def train_step(self, data):
-        if not self.xla:
-            return super().train_step(data)
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
         counts = self.global_loss_counts(y)
+        if not self.xla:
+            if counts is None:
+                return super().train_step(data)
+            return self._train_step(x, y, sample_weight, counts)
         trainable = self.trainable_variables
         state = self._state_variables()
         loss_scale = self.optimizer.scale_loss(tf.constant(1.0))  # mixed float16's, or 1
@@ -125,6 +136,29 @@ class CompiledStep:
         self.optimizer.apply_gradients(zip(gradients, trainable))
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 
+    def _train_step(self, x, y, sample_weight, counts):
+        """Keras's training step, with the loss metric weighted by `loss_weight`."""
+        with tf.GradientTape() as tape:
+            y_pred = self(x, training=True)
+            loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                     training=True, loss_counts=counts)
+            track_loss(self, loss, self.loss_weight(x, counts))
+            scaled = self.optimizer.scale_loss(loss)
+        trainable = self.trainable_variables
+        self.optimizer.apply_gradients(zip(tape.gradient(scaled, trainable), trainable))
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def test_step(self, data):
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+        counts = self.global_loss_counts(y)
+        if counts is None:
+            return super().test_step(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                 training=False, loss_counts=counts)
+        track_loss(self, loss, self.loss_weight(x, counts))
+        return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
     def _gradients(self, trainable_values, state_values, x, y, sample_weight, counts,
                    loss_scale):
         trainable = self.trainable_variables
@@ -138,7 +172,7 @@ class CompiledStep:
                 extra = {} if counts is None else {"loss_counts": counts}
                 loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
                                          training=True, **extra)
-                track_loss(self, loss, x)
+                track_loss(self, loss, self.loss_weight(x, counts))
             scaled = loss * tf.cast(loss_scale, loss.dtype)
         gradients = tape.gradient(scaled, trainable_values)
         # Only the state that changed goes back (a mirrored variable, a seed generator's,

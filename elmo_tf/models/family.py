@@ -118,6 +118,9 @@ def family_for_objective(objective):
 def family_for_options(options, source="options"):
     """The family whose mark an options.json dict carries (`Family.describes`), or the one that
     reads unmarked options (ELMo's released files)."""
+    if not isinstance(options, dict):
+        raise ValueError(f"{source}: expected a JSON object with the sections 'lstm' and "
+                         f"'char_cnn' (an options.json); got a JSON {_json_type(options)}.")
     found = [f for f in _FAMILIES.values() if f.describes(options)] or [
         f for f in _FAMILIES.values() if f.reads_unmarked_options]
     if len(found) != 1:
@@ -148,3 +151,9 @@ def architecture(name):
 
 def _preset_names(family):
     return set(family.config_class.PRESETS) | set(family.config_class.ALIASES)
+
+
+def _json_type(value):
+    """The JSON name of a parsed value's type (`list` -> "array")."""
+    return {list: "array", str: "string", bool: "boolean", int: "number", float: "number",
+            type(None): "null"}.get(type(value), type(value).__name__)

@@ -15,7 +15,9 @@ class LanguageModel(Task, keras.Model):
     `num_negatives`, full otherwise and in evaluation), dropout on the top layer in training,
     and losses that are means over the global batch's predicted words: a subclass's
     `compute_loss(x, y, y_pred, sample_weight, training, loss_counts=None)` divides its sums by
-    `loss_counts` (`global_loss_counts(y)`, computed when not given).
+    `loss_counts` (`global_loss_counts(y)`, computed when not given). The `loss` metric
+    (`loss`, `val_loss`) weighs each batch by its predicted words (`loss_weight`): it is the
+    per-word cross-entropy whose exponential is the perplexity.
 
     Args:
         backbone: the `Backbone` to train.
@@ -82,6 +84,12 @@ class LanguageModel(Task, keras.Model):
         if context is not None:
             counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
         return counts
+
+    def loss_weight(self, x, counts):
+        """The words a batch's loss is the mean over (all its targets' counts, global): the
+        `loss` metric is then the per-word cross-entropy of everything seen, whose exponential
+        is `perplexity` (`CompiledStep.loss_weight`)."""
+        return tf.add_n(list(counts.values()))
 
     def get_config(self):
         return {"name": self.name, "trainable": self.trainable,

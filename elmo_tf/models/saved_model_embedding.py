@@ -6,7 +6,7 @@ import re
 import keras
 import tensorflow as tf
 
-from elmo_tf.keras_compat import track_variable
+from elmo_tf.keras_compat import loading_safely, track_variable
 from elmo_tf.ops.padding import token_mask
 
 
@@ -23,7 +23,10 @@ class SavedModelEmbedding(keras.layers.Layer):
     the graph comes from the SavedModel. Prefer `ElmoEmbedding.from_saved_model`.
 
     Saving a model that contains this layer to `.keras` stores the path (it must still exist when
-    the model is loaded) and the fine-tuned values.
+    the model is loaded) and the fine-tuned values. Loading such a `.keras` file loads the
+    SavedModel it names, whose graph may run any TensorFlow op: as Keras's own `TFSMLayer`,
+    it is refused in Keras's safe mode (`keras.saving.load_model`'s default), with the same
+    message and the same way out (`safe_mode=False` for a file you trust).
 
     Args:
         saved_model_dir: the SavedModel version directory (e.g. `serving/elmo/1`).
@@ -76,3 +79,16 @@ class SavedModelEmbedding(keras.layers.Layer):
         config = super().get_config()
         config["saved_model_dir"] = self.saved_model_dir
         return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None, safe_mode=None):
+        """The layer of a `.keras` config, refused in safe mode (see the class)."""
+        if loading_safely(safe_mode):
+            raise ValueError(
+                f"Requested the deserialization of a `{cls.__name__}`, which loads an external "
+                f"SavedModel ({config.get('saved_model_dir')}). This carries a potential risk "
+                "of arbitrary code execution and thus it is disallowed by default. If you "
+                "trust the source of the artifact, you can override this error by passing "
+                "`safe_mode=False` to the loading function, or calling "
+                "`keras.config.enable_unsafe_deserialization()`.")
+        return cls(**config)

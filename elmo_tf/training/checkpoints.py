@@ -4,9 +4,11 @@ removed."""
 
 import contextlib
 import glob
+import logging
 import os
 import re
 
+import h5py
 import keras
 import tensorflow as tf
 
@@ -20,6 +22,8 @@ from elmo_tf.files import (
 )
 from elmo_tf.keras_compat import save_weights_to_h5
 from elmo_tf.training.distribution import is_multi_worker
+
+logger = logging.getLogger("elmo_tf")
 
 
 class CheckpointFiles:
@@ -122,11 +126,24 @@ def _remove(paths):
 
 
 def restore(lm, directory, strategy):
-    """Loads the newest checkpoint (under multi-worker: the newest every worker has); returns
-    its step (0 when there is none). Removes what a killed save left behind."""
+    """Loads the newest whole checkpoint (under multi-worker: the newest every worker has);
+    returns its step (0 when there is none). A damaged newest checkpoint (truncated by a full
+    disk or a copy, ...) is named in a warning and the one before it is loaded; a ValueError
+    when every one is damaged. Removes what a killed save left behind."""
     remove_stale_temporaries(directory)
     found = dict(CheckpointFiles(directory).found())
-    step = max(found, default=0)
+    step, damaged = 0, []
+    for number in sorted(found, reverse=True):
+        problem = damage(found[number])
+        if problem is None:
+            step = number
+            break
+        damaged.append(f"{found[number]} ({problem})")
+        logger.warning("%s is damaged (%s); resuming from the checkpoint before it, if any",
+                       found[number], problem)
+    if damaged and not step:
+        raise ValueError(f"every checkpoint in {directory} is damaged: {'; '.join(damaged)}. "
+                         "Move them away to train the run again from its start.")
     if is_multi_worker(strategy):  # a worker killed while saving may lack the newest one
         newest = strategy.experimental_distribute_values_from_function(
             lambda context: tf.constant([step], tf.int64))
@@ -140,3 +157,19 @@ def restore(lm, directory, strategy):
     lm.load_weights(found[step])
     lm.reset_states()
     return step
+
+
+def damage(path):
+    """What is wrong with the HDF5 file `path` (None when every dataset in it reads back): a
+    truncated or otherwise damaged checkpoint is found before Keras meets it halfway through
+    loading."""
+    def read(name, item):
+        if isinstance(item, h5py.Dataset):
+            item[()]
+
+    try:
+        with h5py.File(path, "r") as f:
+            f.visititems(read)
+    except (OSError, RuntimeError, KeyError, ValueError) as error:
+        return str(error).splitlines()[0] if str(error) else type(error).__name__
+    return None

@@ -21,6 +21,7 @@ name) reads its files, builds its inputs and targets and says what its logits me
 import logging
 import math
 import os
+import zipfile
 
 import keras
 import numpy as np
@@ -32,7 +33,7 @@ from elmo_tf.files import read_json, write_atomically, write_json_atomically
 from elmo_tf.keras_compat import save_model_to_file
 from elmo_tf.models.downstream import task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
-from elmo_tf.training.checkpoints import CheckpointFiles, save_weights_atomically
+from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.run_directory import RunDirectory
 
 logger = logging.getLogger("elmo_tf")
@@ -118,58 +119,117 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
     # Recorded where not 0, as run.json had none before: such runs resume with 0.
     settings.update({name: value for name, value in options.items() if value})
-    run = RunDirectory(output)
-    previous = run.check_settings(settings)
-    run.open()
-    keras.utils.set_random_seed(seed)
-    model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
-                   fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
-    model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.task_loss())
-    model.optimizer.build(model.trainable_variables)
-    record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
-    run.write_record(record)
-    checkpoints = CheckpointFiles(run.checkpoints, prefix="epoch", digits=3)
-    done = len(record["epochs"])
-    if done:
-        model.load_weights(checkpoints.path(done))
-        logger.info("resuming %s after epoch %d", output, done)
-    metric = data["metrics"][0]
-    if done < epochs and not _stopped(record, patience):
-        steps = math.ceil(len(data["train"][1]) / batch_size)
-        model.fit(_epochs(model, data["train"], batch_size, seed, done, epochs),
-                  initial_epoch=done, epochs=epochs, steps_per_epoch=steps, verbose=verbose,
-                  callbacks=[_DevScore(data, batch_size, record, run, checkpoints, patience,
-                                       metric, seed)])
-    best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
-    model.load_weights(os.path.join(output, "best.weights.h5"))
+    _check_model_dir(model_dir)
+    with RunDirectory(output).opened() as run:
+        previous = run.check_settings(settings)
+        keras.utils.set_random_seed(seed)
+        model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
+                       fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
+        model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.task_loss())
+        model.optimizer.build(model.trainable_variables)
+        record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
+        run.write_record(record)
+        checkpoints = CheckpointFiles(run.checkpoints, prefix="epoch", digits=3)
+        done = len(record["epochs"])
+        if done:
+            problem = damage(checkpoints.path(done))
+            if problem is not None:
+                raise ValueError(f"{checkpoints.path(done)}, the checkpoint of epoch {done}, is "
+                                 f"damaged ({problem}); the run cannot resume without it: "
+                                 f"delete {output} to fine-tune again.")
+            model.load_weights(checkpoints.path(done))
+            logger.info("resuming %s after epoch %d", output, done)
+        metric = data["metrics"][0]
+        if done < epochs and not _stopped(record, patience):
+            steps = math.ceil(len(data["train"][1]) / batch_size)
+            model.fit(_epochs(model, data["train"], batch_size, seed, done, epochs),
+                      initial_epoch=done, epochs=epochs, steps_per_epoch=steps, verbose=verbose,
+                      callbacks=[_DevScore(data, batch_size, record, run, checkpoints, patience,
+                                           metric, seed)])
+        best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
+        model.load_weights(os.path.join(output, "best.weights.h5"))
 
-    def write_model(tmp):
-        with open(tmp, "wb") as f:
-            save_model_to_file(model, f)
+        def write_model(tmp):
+            with open(tmp, "wb") as f:
+                save_model_to_file(model, f)
 
-    write_atomically(os.path.join(output, "model.keras"), write_model)
-    results = {"dev": record["epochs"][best], "best_epoch": best + 1,
-               "epochs": len(record["epochs"]), "output": output}
-    if "dev_mismatched" in data:
-        results["dev_mismatched"] = _score(model, data["dev_mismatched"], batch_size,
-                                           data["metrics"])
-    write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
-    return results
+        write_atomically(os.path.join(output, "model.keras"), write_model)
+        results = {"dev": record["epochs"][best], "best_epoch": best + 1,
+                   "epochs": len(record["epochs"]), "output": output}
+        if "dev_mismatched" in data:
+            results["dev_mismatched"] = _score(model, data["dev_mismatched"], batch_size,
+                                               data["metrics"])
+        write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
+        return results
 
 
-def predict(model_dir, lines, batch_size=64):
-    """Predictions of a fine-tuned model (`finetune`'s output directory, or a `.keras` file)
-    for raw input lines: one text per line (`text_a<TAB>text_b` for a pair model, tokens
-    separated by spaces for a tagger). Returns one string per line: the label name, the score
-    (a regressor), or the tags separated by spaces."""
-    path = os.path.join(model_dir, "model.keras") if os.path.isdir(model_dir) else model_dir
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"no fine-tuned model at {path} (finetune writes "
+def predict(model, lines, batch_size=64):
+    """Predictions of a fine-tuned model for raw input lines: one text per line
+    (`text_a<TAB>text_b` for a pair model, tokens separated by spaces for a tagger). Returns
+    one string per line: the label name, the score (a regressor), or the tags separated by
+    spaces.
+
+    Args:
+        model: `finetune`'s output directory, a `.keras` file, or a task model loaded
+            (`load_task_model`).
+        lines: the input lines (strings).
+        batch_size: lines per forward pass.
+
+    Example:
+    >>> predict("runs/sst2", ["a charming film .", "dull ."])
+    ['1', '0']
+    """
+    return list(predictions(model, lines, batch_size))
+
+
+def predictions(model, lines, batch_size=64, source="input"):
+    """`predict`, one prediction at a time as the lines come: `lines` may be any iterator
+    (`files.utf8_lines` of a file or stdin). An error the iterator raises (a line that is not
+    UTF-8) is raised after the predictions of every line before it; `source` names the lines
+    in errors of their fields."""
+    if isinstance(model, (str, os.PathLike)):
+        model = load_task_model(model)
+    lines, first = iter(lines), 1
+    while True:
+        batch, error = [], None
+        try:
+            for line in lines:
+                batch.append(line)
+                if len(batch) == batch_size:
+                    break
+        except Exception as raised:  # the predictions of the lines before it first
+            error = raised
+        try:
+            texts = model.parse_lines(batch, first_line=first)
+        except ValueError as bad:
+            raise ValueError(f"{source}, {bad}") from None
+        yield from (model.decode(row, text)
+                    for text, row in zip(texts, _logits(model, texts, batch_size)))
+        first += len(batch)
+        if error is not None:
+            raise error
+        if len(batch) < batch_size:
+            return
+
+
+def load_task_model(path):
+    """The task model of a `finetune` output directory (its model.keras) or of a `.keras` file;
+    a file that is not a whole `.keras` archive (a truncated copy, a damaged disk) is a
+    ValueError that says so, with its name."""
+    path = os.fspath(path)
+    file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
+    if not os.path.isfile(file):
+        raise FileNotFoundError(f"no fine-tuned model at {file} (finetune writes "
                                 "OUTPUT/model.keras when it ends).")
-    model = keras.saving.load_model(path)
-    texts = model.parse_lines(lines)
-    return [model.decode(row, text) for text, row in zip(texts, _logits(model, texts,
-                                                                         batch_size))]
+    try:
+        with zipfile.ZipFile(file) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, EOFError, OSError) as error:
+        damaged = str(error) or type(error).__name__
+    if damaged is not None:
+        raise ValueError(f"{file} is damaged or truncated: not a whole .keras archive "
+                         f"({damaged}); copy it again or run finetune again.")
+    return keras.saving.load_model(file)
 
 
 def _model_class(task):
@@ -215,12 +275,15 @@ def _pretraining_tokenizer(model_dir):
     return "whitespace"
 
 
-def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm,
-           scalar_mix_parameters, options):
+def _check_model_dir(model_dir):
     for name in ("options.json", "weights.hdf5"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise FileNotFoundError(f"--model {model_dir} lacks {name} (an `elmo-tf train` "
                                     "run, or a directory with the released files).")
+
+
+def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_bilm,
+           scalar_mix_parameters, options):
     embedding = ElmoEmbedding.from_allennlp(os.path.join(model_dir, "options.json"),
                                             os.path.join(model_dir, "weights.hdf5"),
                                             dropout=dropout, fine_tune=fine_tune_bilm,

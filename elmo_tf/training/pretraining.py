@@ -27,7 +27,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from elmo_tf.data.corpus import BUILTIN_CORPUS, read_corpus
+from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
@@ -95,16 +95,29 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                          f"the {replicas} replicas times masks_per_sentence "
                          f"({recipe.masks_per_sentence}).")
     run = RunDirectory(output)
-    # Checked before any work; a resumed run keeps its own vocab.txt and ignores the file.
+    # Checked before any work, and before anything is written; a resumed run keeps its own
+    # vocab.txt and ignores the file.
     given_vocabulary = (Vocabulary.load(vocabulary)
                         if vocabulary is not None and run.record() is None else None)
-    run.open()
-    corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
+    identity = corpus_identity(corpus, tfds_data_dir)
+    if validation is not None:
+        corpus_identity(validation, tfds_data_dir)
+    with run.opened():
+        return _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps,
+                      seed, mixed_precision, validation, checkpoint_every, read, xla, verbose)
+
+
+def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps, seed,
+           mixed_precision, validation, checkpoint_every, read, xla, verbose):
+    """`train`'s run, in its opened (locked) directory."""
+    output = run.path
+    replicas = strategy.num_replicas_in_sync
+    corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     keras.utils.set_random_seed(seed)
 
-    settings = {"recipe": recipe_settings(recipe), "corpus": corpus, "seed": seed,
-                "tokenizer": tokenizer, "mixed_precision": mixed_precision}
+    settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
+                "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)
     xla = xla or (previous or {}).get("xla", "auto")
     compiled = use_xla(xla, strategy)
@@ -174,6 +187,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     run.write_outputs(lm, recipe, len(vocab), pairs)
     results["output"] = output
     return results
+
+
 
 
 def checkpoint_plan(total, every, done=0):

@@ -1,7 +1,9 @@
-"""A run's directory, pre-training or fine-tuning: its settings (a resumed run must match
-them), its record, its checkpoints, and what a killed run was writing, cleared when a run opens
-it. One implementation for both kinds of run; the pre-training files too:
+"""A run's directory, pre-training or fine-tuning: one process at a time (a lock held for the
+whole run), its settings (a resumed run must match them), its record, its checkpoints, and what
+a killed run was writing, cleared when a run opens it. One implementation for both kinds of
+run; the pre-training files too:
 
+    run.lock                     while a process runs there: which one (`files.exclusive_lock`)
     run.json                     the settings (and the run's progress), JSON
     checkpoints/                 `CheckpointFiles`: pre-training's ckpt-STEP.weights.h5 (model +
                                  optimizer every checkpoint interval, the last 2), fine-tuning's
@@ -15,14 +17,21 @@ it. One implementation for both kinds of run; the pre-training files too:
     best.weights.h5, model.keras, dev_metrics.json   fine-tuning (`elmo_tf.training.finetuning`)
 """
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
 
-from elmo_tf.data.corpus import BUILTIN_CORPUS
+from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity
 from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_corpus
 from elmo_tf.data.vocabulary_counts import build_vocabulary
-from elmo_tf.files import read_json, remove_stale_temporaries, write_json_atomically
+from elmo_tf.files import (
+    exclusive_lock,
+    read_json,
+    remove_stale_temporaries,
+    write_json_atomically,
+)
 from elmo_tf.models.family import families
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.checkpoints import save_weights_atomically
@@ -45,12 +54,30 @@ class RunDirectory:
         self.checkpoints = os.path.join(self.path, "checkpoints")
         self.logs = os.path.join(self.path, "logs")
 
-    def open(self):
-        """Makes the directory, and removes what a killed run was writing there (temporaries
-        no live process holds locked)."""
+    @contextlib.contextmanager
+    def opened(self):
+        """Holds the directory for this process while the block runs: makes it, takes its lock
+        (`run.lock`; another process's run there is refused with an `InUseError` naming that
+        process), and removes what a killed run was writing there (elmo-tf's temporaries no
+        live process holds locked; nothing else). If the block fails before the run has a
+        record (run.json), a directory made here is removed again: a run refused for its
+        inputs leaves nothing behind.
+
+        Example:
+        >>> with RunDirectory("runs/tiny").opened() as run:
+        ...     run.write_record({"settings": settings})
+        """
+        created = not os.path.isdir(self.path)
         os.makedirs(self.path, exist_ok=True)
-        for directory in (self.path, self.checkpoints):
-            remove_stale_temporaries(directory)
+        try:
+            with exclusive_lock(os.path.join(self.path, "run.lock"), self.path):
+                for directory in (self.path, self.checkpoints):
+                    remove_stale_temporaries(directory)
+                yield self
+        except BaseException:
+            if created and not os.path.exists(self.run_file):
+                shutil.rmtree(self.path, ignore_errors=True)
+            raise
 
     def record(self):
         """run.json's content, or None for a new run."""
@@ -71,13 +98,33 @@ class RunDirectory:
 
     def check_settings(self, settings):
         """run.json as it was (None for a new run); a ValueError naming each difference when
-        the directory holds another run."""
+        the directory holds another run (a recipe's name, a label, may differ: a recipe file
+        read by another path is the same recipe). A run recorded before corpora were identified by
+        their files (`corpus_identity`; its corpus a glob) is compared by the files its glob
+        names now, and its record updated."""
         previous = self.record()
-        if previous is not None and previous["settings"] != settings:
+        if previous is None:
+            return None
+        old = previous["settings"]
+        if isinstance(old.get("corpus"), str) and old["corpus"] != settings.get("corpus"):
+            old = {**old, "corpus": self._recorded_corpus(old["corpus"], settings["corpus"])}
+        if _without_labels(old) != _without_labels(settings):
             raise ValueError(f"{self.path} holds another run (run.json differs: "
-                             f"{_difference(previous['settings'], settings)}); give another "
-                             "--output or delete it.")
-        return previous
+                             f"{_difference(old, settings)}); give another --output or delete "
+                             "it.")
+        return {**previous, "settings": settings}
+
+    def _recorded_corpus(self, recorded, now):
+        """The identity of a corpus recorded as a glob (elmo-tf 0.2): the built-in one (its
+        path inside the run directory, wherever that was), or the files the glob names now."""
+        if now == BUILTIN_CORPUS and recorded.replace(os.sep, "/").endswith("corpus/train/*"):
+            return BUILTIN_CORPUS
+        if recorded.startswith("tfds:"):
+            return recorded
+        try:
+            return corpus_identity(recorded)
+        except (OSError, ValueError):
+            return recorded
 
     def resolve_corpus(self, corpus, validation, seed):
         """(training corpus, validation corpus, best perplexity or None): the built-in corpus is
@@ -143,6 +190,25 @@ def _difference(old, new, prefix=""):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
             parts.append(_difference(a, b, f"{prefix}{key}."))
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            first = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y) if a != b else None
+            if first is not None:
+                parts.append(f"{prefix}{key}[{first}]: {a[first]!r} then, {b[first]!r} now")
         elif a != b:
-            parts.append(f"{prefix}{key}: {a!r} then, {b!r} now")
+            parts.append(f"{prefix}{key}: {_short(a)} then, {_short(b)} now")
     return ", ".join(p for p in parts if p)
+
+
+def _short(value):
+    """`repr(value)`, a long list as its first entry and its length."""
+    if isinstance(value, list) and len(value) > 2:
+        return f"[{value[0]!r}, ... ({len(value)} entries)]"
+    return repr(value)
+
+
+def _without_labels(settings):
+    """`settings` without what only labels a run (the recipe's name: a recipe file's includes
+    the path it was read by)."""
+    if not isinstance(settings.get("recipe"), dict):
+        return settings
+    return {**settings, "recipe": {k: v for k, v in settings["recipe"].items() if k != "name"}}

@@ -52,7 +52,7 @@ def test_keras3_fine_tunes_the_exported_mix_with_adam(export_dir, tmp_path):
     pooled = keras.Model(model.input, model.layers[-2].output)(tf.constant(TOKENS)).numpy()
     np.testing.assert_allclose(pooled[2], elmo(tf.constant(TOKENS)).numpy()[2, 0], atol=1e-6)
     model.save(tmp_path / "classifier.keras")
-    reloaded = keras.models.load_model(tmp_path / "classifier.keras")
+    reloaded = keras.models.load_model(tmp_path / "classifier.keras", safe_mode=False)
     np.testing.assert_allclose(reloaded(tf.constant(TOKENS)), model(tf.constant(TOKENS)),
                                atol=1e-6)
 
@@ -101,3 +101,87 @@ print("ok")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             env=env)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-3000:]
+
+
+class _WritesAFileWhenLoaded(tf.saved_model.experimental.TrackableResource):
+    """An attacker's SavedModel: a resource whose initializer, which `tf.saved_model.load` runs,
+    writes a file."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+        super().__init__()
+
+    def _create_resource(self):
+        return tf.raw_ops.HashTableV2(key_dtype=tf.string, value_dtype=tf.string)
+
+    def _initialize(self):
+        return tf.io.write_file(self.marker, "written while loading")
+
+
+def _attack(tmp_path, legit_keras):
+    """(a `.keras` file whose SavedModelEmbedding names an attacker's SavedModel, the file
+    that SavedModel writes when loaded)."""
+    import json
+    import zipfile
+
+    marker = tmp_path / "written-by-the-attack"
+    module = tf.Module()
+    module.resource = _WritesAFileWhenLoaded(marker)
+    tf.saved_model.save(module, str(tmp_path / "attack_saved_model"))
+    marker.unlink(missing_ok=True)  # saving ran the initializer too
+    attack = tmp_path / "attack.keras"
+    with zipfile.ZipFile(legit_keras) as source, zipfile.ZipFile(attack, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "config.json":
+                data = json.dumps(json.loads(data)).replace(
+                    json.dumps(str(legit_keras.parent / "elmo" / "1"))[1:-1],
+                    str(tmp_path / "attack_saved_model")).encode()
+            target.writestr(item, data)
+    assert str(tmp_path / "attack_saved_model") in zipfile.ZipFile(attack).read(
+        "config.json").decode()
+    return attack, marker
+
+
+def test_keras_safe_mode_refuses_a_keras_file_that_loads_a_saved_model(tiny_model_files,
+                                                                        tmp_path):
+    """As Keras refuses its own TFSMLayer: a `.keras` file naming a SavedModel (whose graph
+    runs at load) loads only with safe_mode=False. The attack writes nothing in safe mode, in
+    this process after the documented `from_saved_model` and in a fresh process after
+    `import elmo_tf`, where a legitimate file loads (with safe_mode=False) to the same outputs."""
+    _, _, options_file, weight_file = tiny_model_files
+    export = export_saved_model(ElmoEmbedding.from_allennlp(options_file, weight_file,
+                                                            dropout=0.0), tmp_path / "elmo")
+    assert export == str(tmp_path / "elmo" / "1")
+    model = _classifier(ElmoEmbedding.from_saved_model(export))
+    model.save(tmp_path / "legit.keras")
+    expected = model(tf.constant(TOKENS)).numpy()
+    np.save(tmp_path / "expected.npy", expected)
+    attack, marker = _attack(tmp_path, tmp_path / "legit.keras")
+    with pytest.raises(ValueError, match=r"deserialization of a `SavedModelEmbedding`, which "
+                                         r"loads an external SavedModel .*`safe_mode=False`"):
+        keras.saving.load_model(attack)
+    assert not marker.exists()
+    # The attack is real: trusted explicitly, the SavedModel's initializer runs as it loads.
+    with pytest.raises(ValueError, match="lacks the reusable SavedModel API"):
+        keras.saving.load_model(attack, safe_mode=False)
+    assert marker.exists()
+    marker.unlink()
+    code = f"""
+import os, sys
+import keras, numpy as np, tensorflow as tf
+import elmo_tf
+try:
+    keras.saving.load_model({str(attack)!r})
+    sys.exit("loaded the attack in safe mode")
+except ValueError as error:
+    assert "safe_mode=False" in str(error), error
+assert not os.path.exists({str(marker)!r}), "the attack ran"
+model = keras.saving.load_model({str(tmp_path / 'legit.keras')!r}, safe_mode=False)
+expected = np.load({str(tmp_path / 'expected.npy')!r})
+np.testing.assert_allclose(model(tf.constant({TOKENS!r})), expected, atol=1e-6)
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]

@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+from elmo_tf.files import temporary_prefix
 from tests.conftest import CPU_ONLY_ENV
 from tests.training import MODEL, RECIPE, h5_values
 
@@ -248,7 +249,7 @@ def test_multi_worker_trains_and_resumes_with_two_local_workers(tmp_path, corpus
     # the newest checkpoint they both have, and end with the same model again.
     checkpoints = tmp_path / "out_1" / "checkpoints"
     (checkpoints / "ckpt-000000004.weights.h5").rename(
-        checkpoints / "ckpt-000000004.weights.h5.x1y2.tmp")
+        checkpoints / f"{temporary_prefix('ckpt-000000004.weights.h5')}x1y2.tmp")
     outputs, report = _run_workers(*command, name="again")
     for index, output in enumerate(outputs):
         assert "at step 2 from" in output and "trained 4 steps" in output, report

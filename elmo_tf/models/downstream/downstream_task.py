@@ -151,13 +151,14 @@ class DownstreamTask(Task, keras.Model):
         tensors = [tf.constant(list(c), tf.string, shape=[len(texts)]) for c in columns]
         return tensors[0] if len(tensors) == 1 else dict(zip(self.input_names, tensors))
 
-    def parse_lines(self, lines):
+    def parse_lines(self, lines, first_line=1):
         """The texts of `predict`'s input lines: one text per line (`text_a<TAB>text_b` for two
-        inputs)."""
+        inputs); `first_line`: the number of the first line, for errors."""
         if len(self.input_names) == 1:
             return [(line,) for line in lines]
         texts = [tuple(line.split("\t")) for line in lines]
-        bad = [n for n, fields in enumerate(texts, start=1) if len(fields) != len(self.input_names)]
+        bad = [n for n, fields in enumerate(texts, start=first_line)
+               if len(fields) != len(self.input_names)]
         if bad:
             raise ValueError(f"line {bad[0]}: this model reads "
                              f"{'<TAB>'.join(self.input_names)} per line.")

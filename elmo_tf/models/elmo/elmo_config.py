@@ -1,6 +1,7 @@
 """`ElmoConfig`: the shape of an ELMo biLM, read from and written to bilm-tf's options.json."""
 
 import dataclasses
+import json
 import numbers
 
 from elmo_tf.checks import positive_int_problems
@@ -172,13 +173,17 @@ class ElmoConfig:
                              "elmo_tf.models.load_backbone builds any family's model)")
         cnn = _section(options, "char_cnn", _CHAR_CNN_KEYS, source)
         embedding = cnn["embedding"]
+        filters = cnn["filters"]
+        if not isinstance(filters, list) or not all(isinstance(f, list) for f in filters):
+            raise ValueError(f"{source}: char_cnn.filters must be a list of [width, n_filters] "
+                             f"pairs, e.g. [[1, 32], [2, 32]]; got {json.dumps(filters)}.")
         if not isinstance(embedding, dict) or set(embedding) != {"dim"}:
             raise ValueError(f"{source}: char_cnn.embedding must be {{\"dim\": int}}; got {embedding!r}.")
         try:
             return cls(
                 lstm_dim=lstm["dim"], projection_dim=lstm["projection_dim"],
                 n_layers=lstm["n_layers"], char_embedding_dim=embedding["dim"],
-                filters=tuple(tuple(f) for f in cnn["filters"]),
+                filters=tuple(tuple(f) for f in filters),
                 cell_clip=lstm.get("cell_clip"), proj_clip=lstm.get("proj_clip"),
                 use_skip_connections=bool(lstm.get("use_skip_connections") or False),
                 n_highway=cnn.get("n_highway") or 0, activation=cnn["activation"],

@@ -59,7 +59,10 @@ def load(backbone, weight_file):
     try:
         f = h5py.File(weight_file, "r")
     except OSError as error:
-        raise ValueError(f"{weight_file}: cannot read it as an hdf5 weight file ({error}).") from None
+        hint = (" It is a JSON file: options.json given where the weights belong? (e.g. "
+                "--options and --weights swapped)" if _starts_with_json(weight_file) else "")
+        raise ValueError(f"{weight_file}: cannot read it as an hdf5 weight file "
+                         f"({error}).{hint}") from None
     with f:
         found = _dataset_shapes(f)
         for name, shape, _ in expected:
@@ -119,3 +122,12 @@ def _dataset_shapes(group):
     group.visititems(lambda name, obj: shapes.__setitem__(name, obj.shape)
                      if isinstance(obj, h5py.Dataset) else None)
     return shapes
+
+
+def _starts_with_json(path):
+    """Whether the file begins as a JSON object does."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(64).lstrip().startswith(b"{")
+    except OSError:
+        return False

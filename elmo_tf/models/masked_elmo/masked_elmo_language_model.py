@@ -134,5 +134,11 @@ class MaskedElmoLanguageModel(LanguageModel):
         means = [tf.math.divide_no_nan(sums[k], totals[name]) for k, name in enumerate(next_token)]
         return loss + self.next_token_weight * 0.5 * (means[0] + means[1])
 
+    def loss_weight(self, x, counts):
+        """The masked LM's predicted words (the next-token loss, an auxiliary term of the
+        training loss, is a mean over other words): in evaluation the `loss` metric is the
+        masked LM's cross-entropy, whose exponential is `perplexity`."""
+        return counts["targets"]
+
     def get_config(self):
         return {**super().get_config(), "next_token_weight": self.next_token_weight}

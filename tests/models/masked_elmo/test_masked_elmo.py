@@ -298,8 +298,12 @@ def test_held_out_batches_padded_for_xla_take_one_shape_per_bucket_and_score_the
                                     next_token_weight=1.0)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     scores = [model.evaluate(data, return_dict=True, verbose=0) for data in (plain, padded)]
-    for name in ("perplexity", "next_token_perplexity"):
+    for name in ("perplexity", "next_token_perplexity", "loss"):
         assert scores[1][name] == pytest.approx(scores[0][name], rel=1e-5), name
+    # The loss weighs each batch by its masked tokens: exp(loss) is the masked-LM perplexity,
+    # whatever the batches' lengths, padding and rows.
+    for score in scores:
+        assert np.exp(score["loss"]) == pytest.approx(score["perplexity"], rel=1e-5), score
 
 
 def test_stream_batches_read_half_the_rows_left_to_right_and_half_right_to_left(corpus):
