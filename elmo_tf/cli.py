@@ -55,10 +55,13 @@ def main_process(argv=None):
 
 
 def _is_input_error(error):
-    """Whether `error` is TensorFlow's error from reading an input (a file that vanished or
-    became unreadable while a pipeline read it), which `main` reports in one line."""
+    """Whether `error` is TensorFlow's error from reading a file (one that vanished, became
+    unreadable or is damaged while a pipeline read it), which `main` reports in one line;
+    any other (a model's bug, a device out of memory) keeps its traceback."""
     tf = sys.modules.get("tensorflow")
-    return tf is not None and isinstance(error, tf.errors.OpError)
+    return tf is not None and isinstance(error, (tf.errors.NotFoundError,
+                                                 tf.errors.PermissionDeniedError,
+                                                 tf.errors.DataLossError))
 
 
 def _input_error_message(error):

@@ -103,13 +103,15 @@ def remove_stale_temporaries(directory, name=None):
             if not is_temporary(entry, name):
                 continue
             path = os.path.join(directory, entry)
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 if _is_locked(path):
                     continue
                 if os.path.isdir(path) and not os.path.islink(path):
                     shutil.rmtree(path, ignore_errors=True)
                 else:
                     os.remove(path)
+            except OSError:  # gone meanwhile, or another user's (not ours to remove)
+                continue
 
 
 def _is_locked(path):
@@ -225,9 +227,10 @@ def read_json(path):
 
 
 def utf8_lines(path):
-    """The lines of a UTF-8 text file (`"-"`: standard input), each without its line break,
-    one at a time: a line that is not UTF-8 is a ValueError naming the file (or stdin) and the
-    line, raised when that line is reached (the lines before it have been yielded).
+    """The lines of a UTF-8 text file (`"-"`: standard input), each without its line break
+    (LF, CRLF or a lone CR, as Python's text mode splits lines), one at a time: a line that is
+    not UTF-8 is a ValueError naming the file (or stdin) and the line, raised when that line
+    is reached (the lines before it have been yielded).
 
     Example:
     >>> for line in utf8_lines("sentences.txt"):
@@ -235,13 +238,21 @@ def utf8_lines(path):
     """
     name = "stdin" if path == "-" else os.fspath(path)
     stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    number = 0
     try:
-        for number, line in enumerate(stream, start=1):
-            try:
-                yield line.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} at "
-                                 f"byte {error.start}); the file must be UTF-8 text.") from None
+        for chunk in stream:
+            # Python's universal newlines, as text mode reads: "\n", "\r\n" and a lone "\r".
+            chunk = chunk[:-2] if chunk.endswith(b"\r\n") else chunk.rstrip(b"\n")
+            if chunk.endswith(b"\r"):  # the last line of a file of lone CRs
+                chunk = chunk[:-1]
+            for line in chunk.split(b"\r"):
+                number += 1
+                try:
+                    yield line.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{name}, line {number}: not valid UTF-8 ({error.reason} "
+                                     f"at byte {error.start}); the file must be UTF-8 text."
+                                     ) from None
     finally:
         if path != "-":
             stream.close()
@@ -296,10 +307,11 @@ def exclusive_lock(path, what):
 @contextlib.contextmanager
 def private_temporary_directory():
     """Points this process's temporary files (Python's `tempfile`, and `TMPDIR` for TensorFlow's
-    own) into a directory of its own in the system's, removed when the block ends. TensorFlow
-    leaves its AutoGraph files (`__autograph_generated_file*.py`) in the temporary directory
-    when a process is killed (kill -9): in a locked directory of elmo-tf's, the next command
-    removes them (`remove_stale_temporaries`). For a process's main function.
+    own) into a directory of its own in the system's (`elmo-tf-scratch-UID.elmo-tf-*.tmp`),
+    removed when the block ends. TensorFlow leaves its AutoGraph files
+    (`__autograph_generated_file*.py`) in the temporary directory when a process is killed
+    (kill -9): in a locked directory of elmo-tf's, the same user's next command removes them
+    (`remove_stale_temporaries`). For a process's main function.
 
     Example:
     >>> with private_temporary_directory():
@@ -307,8 +319,9 @@ def private_temporary_directory():
     """
     system = tempfile.gettempdir()
     saved = tempfile.tempdir, os.environ.get("TMPDIR")
-    remove_stale_temporaries(system, "elmo-tf-scratch")
-    with locked_temporary(system, "elmo-tf-scratch", is_directory=True) as scratch:
+    name = f"elmo-tf-scratch-{os.getuid()}"  # a user's own: others' are not theirs to clean
+    remove_stale_temporaries(system, name)
+    with locked_temporary(system, name, is_directory=True) as scratch:
         tempfile.tempdir = os.environ["TMPDIR"] = scratch
         try:
             yield scratch

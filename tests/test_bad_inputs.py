@@ -399,7 +399,32 @@ def test_a_run_resumes_from_another_working_directory_and_after_it_moved(
         message = _cli_error(capsys, *command, "--corpus", str(corpus), "--steps", "4")
     finally:
         corpus.write_text(text)
-    assert "holds another run" in message and "'bytes'" in message
+    assert f"the corpus of the run in {moved} changed since the run started (corpus[0]: " \
+           in message and "'bytes'" in message
+
+
+def test_a_run_recorded_by_its_glob_resumes_when_the_glob_names_the_same_files(
+        finetuned, tmp_path, capsys, monkeypatch):
+    """elmo-tf 0.2 recorded the corpus as the glob typed: such a run resumes (and is recorded
+    anew) when the glob still names the same files; a recorded `.../corpus/train/*` of the
+    user's is not taken for the run's own built-in corpus."""
+    run = tmp_path / "old"
+    shutil.copytree(finetuned["bilm"], run)
+    record = json.loads((run / "run.json").read_text())
+    corpus = pathlib.Path(finetuned["corpus"])
+    monkeypatch.chdir(corpus.parent)
+    record["settings"]["corpus"] = corpus.name  # relative, as typed
+    (run / "run.json").write_text(json.dumps(record))
+    command = ["train", "--recipe", _recipe_file(tmp_path), "--output", str(run),
+               "--checkpoint-every", "1", "--corpus", str(corpus)]
+    assert cli.main(command + ["--steps", "3"]) == 0
+    assert f"resuming {run} at step 2" in capsys.readouterr().err
+    recorded = json.loads((run / "run.json").read_text())["settings"]["corpus"]
+    assert recorded == [{"file": str(corpus.resolve()), "bytes": corpus.stat().st_size}]
+    record["settings"]["corpus"] = "data/corpus/train/*"
+    (run / "run.json").write_text(json.dumps(record))
+    message = _cli_error(capsys, "train", *command[1:-1], "builtin", "--steps", "4")
+    assert "changed since the run started" in message and "'data/corpus/train/*'" in message
 
 
 def test_a_built_in_corpus_run_resumes_after_its_directory_moved(tmp_path, capsys):
@@ -413,6 +438,12 @@ def test_a_built_in_corpus_run_resumes_after_its_directory_moved(tmp_path, capsy
     capsys.readouterr()
     assert cli.main(command + ["--output", str(moved), "--steps", "2"]) == 0
     assert f"resuming {moved} at step 1" in capsys.readouterr().err
+    # As elmo-tf 0.2 recorded it: the corpus's path in the directory where the run began.
+    record = json.loads((moved / "run.json").read_text())
+    record["settings"]["corpus"] = str(first / "corpus" / "train" / "*")
+    (moved / "run.json").write_text(json.dumps(record))
+    assert cli.main(command + ["--output", str(moved), "--steps", "3"]) == 0
+    assert f"resuming {moved} at step 2" in capsys.readouterr().err
 
 
 # --- Every error one line that names the input ---------------------------------------------

@@ -10,8 +10,10 @@ import pytest
 
 from elmo_tf.files import (
     check_free_space,
+    private_temporary_directory,
     remove_stale_temporaries,
     temporary_prefix,
+    utf8_lines,
     write_atomically,
 )
 
@@ -137,3 +139,38 @@ def test_free_space_is_that_of_the_nearest_existing_directory(tmp_path, monkeypa
     assert asked == [str(tmp_path)]
     with pytest.raises(OSError, match=r"file.h5 needs about 1,001 bytes and .* has 1,000 bytes free"):
         check_free_space(tmp_path / "file.h5", 1001, "file.h5")
+
+
+def test_text_lines_end_as_pythons_text_mode_ends_them_and_bad_bytes_are_named(tmp_path):
+    path = tmp_path / "in.txt"
+    path.write_bytes(b"a b\r\nc\nd\re\n\nf\r")
+    assert list(utf8_lines(path)) == ["a b", "c", "d", "e", "", "f"]
+    assert list(utf8_lines(path)) == path.read_text().splitlines()
+    path.write_bytes(b"good\nna\xefve\nnever\n")
+    lines = utf8_lines(path)
+    assert next(lines) == "good"  # the lines before the bad one come first
+    with pytest.raises(ValueError, match=f"{path}, line 2: not valid UTF-8"):
+        next(lines)
+
+
+def test_another_users_scratch_directory_is_left_alone(tmp_path, monkeypatch):
+    """A command cleans its user's scratch directories left by killed commands; another
+    user's (0700, not openable) and a live one stay, and nothing fails."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    mine = tmp_path / f"{temporary_prefix(f'elmo-tf-scratch-{os.getuid()}')}k1.tmp"
+    theirs = tmp_path / f"{temporary_prefix('elmo-tf-scratch-4242')}k2.tmp"
+    for directory in (mine, theirs):
+        (directory / "__autograph_generated_file1.py").parent.mkdir()
+        (directory / "__autograph_generated_file1.py").write_text("x = 1")
+    real_open = os.open
+
+    def no_permission(path, *args, **kwargs):
+        if os.fspath(path) == str(theirs):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", no_permission)
+    with private_temporary_directory() as scratch:
+        assert tempfile.gettempdir() == scratch == os.environ["TMPDIR"]
+        assert not mine.exists() and theirs.exists()
+    assert not os.path.exists(scratch) and tempfile.tempdir == str(tmp_path)

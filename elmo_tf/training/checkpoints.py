@@ -126,50 +126,74 @@ def _remove(paths):
 
 
 def restore(lm, directory, strategy):
-    """Loads the newest whole checkpoint (under multi-worker: the newest every worker has);
-    returns its step (0 when there is none). A damaged newest checkpoint (truncated by a full
-    disk or a copy, ...) is named in a warning and the one before it is loaded; a ValueError
-    when every one is damaged. Removes what a killed save left behind."""
+    """Loads the newest whole checkpoint (under multi-worker: the newest every worker has
+    whole); returns its step (0 when there is none). A damaged newest checkpoint (truncated by
+    a full disk or a copy, ...) is named in a warning and the one before it is loaded; a
+    ValueError when every one is damaged. Removes what a killed save left behind."""
     remove_stale_temporaries(directory)
     found = dict(CheckpointFiles(directory).found())
-    step, damaged = 0, []
-    for number in sorted(found, reverse=True):
-        problem = damage(found[number])
-        if problem is None:
-            step = number
-            break
-        damaged.append(f"{found[number]} ({problem})")
-        logger.warning("%s is damaged (%s); resuming from the checkpoint before it, if any",
-                       found[number], problem)
-    if damaged and not step:
-        raise ValueError(f"every checkpoint in {directory} is damaged: {'; '.join(damaged)}. "
-                         "Move them away to train the run again from its start.")
+    damaged = {}
+
+    def newest_whole():  # -1: there are checkpoints, all damaged
+        for number in sorted(set(found) - set(damaged), reverse=True):
+            problem = damage(found[number])
+            if problem is None:
+                return number
+            _damaged(damaged, found[number], number, problem)
+        return -1 if found else 0
+
+    step = newest_whole()
     if is_multi_worker(strategy):  # a worker killed while saving may lack the newest one
         newest = strategy.experimental_distribute_values_from_function(
             lambda context: tf.constant([step], tf.int64))
         step = int(tf.reduce_min(strategy.gather(newest, axis=0)))
-    if not step:
-        return 0
-    if step not in found:
-        name = os.path.basename(CheckpointFiles(directory).path(step))
-        raise ValueError(f"{directory} lacks {name}, the newest checkpoint the other workers "
-                         "have; restore it from another worker's --output.")
-    lm.load_weights(found[step])
+    while step:
+        if step < 0:
+            raise ValueError(f"every checkpoint in {directory} is damaged"
+                             + (f": {'; '.join(damaged.values())}" if damaged else
+                                " on a worker") + ". Move them away to train the run again "
+                             "from its start.")
+        if step not in found:
+            name = os.path.basename(CheckpointFiles(directory).path(step))
+            raise ValueError(f"{directory} lacks {name}, the newest checkpoint the other "
+                             "workers have; restore it from another worker's --output.")
+        try:
+            lm.load_weights(found[step])
+            break
+        except (OSError, ValueError) as error:  # damaged where the quick check does not look
+            if is_multi_worker(strategy):
+                raise ValueError(f"{found[step]} cannot be loaded ({error}); restore it from "
+                                 "another worker's --output.") from None
+            _damaged(damaged, found[step], step, str(error).splitlines()[0])
+            step = newest_whole()
     lm.reset_states()
-    return step
+    return max(step, 0)
+
+
+def _damaged(damaged, path, number, problem):
+    damaged[number] = f"{path} ({problem})"
+    logger.warning("%s is damaged (%s); resuming from the checkpoint before it, if any", path,
+                   problem)
 
 
 def damage(path):
-    """What is wrong with the HDF5 file `path` (None when every dataset in it reads back): a
-    truncated or otherwise damaged checkpoint is found before Keras meets it halfway through
-    loading."""
-    def read(name, item):
+    """What is wrong with the HDF5 file `path`, or None: a file HDF5 cannot open (a truncated
+    one, a file of zeros) or a dataset whose bytes run past the end of the file. Reads the
+    file's structure, not its data, so that a damaged checkpoint is found before Keras meets
+    it halfway through loading. An unreadable file (permissions) is an error, not damage."""
+    size = os.path.getsize(path)
+
+    def check(name, item):
         if isinstance(item, h5py.Dataset):
-            item[()]
+            offset = item.id.get_offset()
+            if offset is not None and offset + item.id.get_storage_size() > size:
+                raise OSError(f"its dataset {name} runs past the end of the file")
 
     try:
         with h5py.File(path, "r") as f:
-            f.visititems(read)
+            f.visititems(check)
+    except PermissionError:
+        raise
     except (OSError, RuntimeError, KeyError, ValueError) as error:
         return str(error).splitlines()[0] if str(error) else type(error).__name__
     return None

@@ -135,8 +135,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             problem = damage(checkpoints.path(done))
             if problem is not None:
                 raise ValueError(f"{checkpoints.path(done)}, the checkpoint of epoch {done}, is "
-                                 f"damaged ({problem}); the run cannot resume without it: "
-                                 f"delete {output} to fine-tune again.")
+                                 f"damaged ({problem}); the run cannot resume without it (only "
+                                 f"the last epoch's is kept): move {output} away to fine-tune "
+                                 "again (its best.weights.h5 holds the best epoch so far).")
             model.load_weights(checkpoints.path(done))
             logger.info("resuming %s after epoch %d", output, done)
         metric = data["metrics"][0]
@@ -185,30 +186,26 @@ def predict(model, lines, batch_size=64):
 def predictions(model, lines, batch_size=64, source="input"):
     """`predict`, one prediction at a time as the lines come: `lines` may be any iterator
     (`files.utf8_lines` of a file or stdin). An error the iterator raises (a line that is not
-    UTF-8) is raised after the predictions of every line before it; `source` names the lines
-    in errors of their fields."""
+    UTF-8) or a line of the wrong form (fields) is raised after the predictions of every line
+    before it; `source` names the lines in errors of their fields."""
     if isinstance(model, (str, os.PathLike)):
         model = load_task_model(model)
-    lines, first = iter(lines), 1
+    lines, number = iter(lines), 0
     while True:
-        batch, error = [], None
-        try:
+        texts, error = [], None
+        try:  # a line the iterator cannot give, or one of the wrong form: the lines before first
             for line in lines:
-                batch.append(line)
-                if len(batch) == batch_size:
+                number += 1
+                texts.extend(model.parse_lines([line], first_line=number))
+                if len(texts) == batch_size:
                     break
-        except Exception as raised:  # the predictions of the lines before it first
-            error = raised
-        try:
-            texts = model.parse_lines(batch, first_line=first)
-        except ValueError as bad:
-            raise ValueError(f"{source}, {bad}") from None
+        except Exception as bad:  # noqa: BLE001: raised below, after the lines before it
+            error = ValueError(f"{source}, {bad}") if str(bad).startswith("line ") else bad
         yield from (model.decode(row, text)
                     for text, row in zip(texts, _logits(model, texts, batch_size)))
-        first += len(batch)
         if error is not None:
             raise error
-        if len(batch) < batch_size:
+        if len(texts) < batch_size:
             return
 
 

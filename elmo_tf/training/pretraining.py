@@ -113,12 +113,11 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     """`train`'s run, in its opened (locked) directory."""
     output = run.path
     replicas = strategy.num_replicas_in_sync
-    corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
-    keras.utils.set_random_seed(seed)
-
     settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
-    previous = run.check_settings(settings)
+    previous = run.check_settings(settings)  # before the built-in corpus is written there
+    corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
+    keras.utils.set_random_seed(seed)
     xla = xla or (previous or {}).get("xla", "auto")
     compiled = use_xla(xla, strategy)
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)

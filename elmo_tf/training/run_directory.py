@@ -67,16 +67,27 @@ class RunDirectory:
         >>> with RunDirectory("runs/tiny").opened() as run:
         ...     run.write_record({"settings": settings})
         """
-        created = not os.path.isdir(self.path)
-        os.makedirs(self.path, exist_ok=True)
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         try:
-            with exclusive_lock(os.path.join(self.path, "run.lock"), self.path):
-                for directory in (self.path, self.checkpoints):
-                    remove_stale_temporaries(directory)
-                yield self
+            os.mkdir(self.path)  # made here or not, decided in one step
+            created = True
+        except FileExistsError:
+            created = False
+        lock = os.path.join(self.path, "run.lock")
+        try:
+            with exclusive_lock(lock, self.path):  # refused: nothing here is touched
+                try:
+                    for directory in (self.path, self.checkpoints):
+                        remove_stale_temporaries(directory)
+                    yield self
+                except BaseException:
+                    if created and not os.path.exists(self.run_file):
+                        _remove_all_but(self.path, lock)  # what this run made
+                    raise
         except BaseException:
             if created and not os.path.exists(self.run_file):
-                shutil.rmtree(self.path, ignore_errors=True)
+                with contextlib.suppress(OSError):  # empty, unless another run came in
+                    os.rmdir(self.path)
             raise
 
     def record(self):
@@ -106,24 +117,32 @@ class RunDirectory:
         if previous is None:
             return None
         old = previous["settings"]
-        if isinstance(old.get("corpus"), str) and old["corpus"] != settings.get("corpus"):
+        if _is_glob(old.get("corpus")) and old["corpus"] != settings.get("corpus"):
             old = {**old, "corpus": self._recorded_corpus(old["corpus"], settings["corpus"])}
-        if _without_labels(old) != _without_labels(settings):
-            raise ValueError(f"{self.path} holds another run (run.json differs: "
-                             f"{_difference(old, settings)}); give another --output or delete "
-                             "it.")
-        return {**previous, "settings": settings}
+        old, new = _without_labels(old), _without_labels(settings)
+        if old == new:
+            return {**previous, "settings": settings}
+        if {k: v for k, v in old.items() if k != "corpus"} == \
+                {k: v for k, v in new.items() if k != "corpus"}:
+            raise ValueError(f"the corpus of the run in {self.path} changed since the run "
+                             f"started ({_difference(old, new)}): give it the files it trained "
+                             "on to resume it, or another --output for a new run.")
+        raise ValueError(f"{self.path} holds another run (run.json differs: "
+                         f"{_difference(old, new)}); give another --output or delete it.")
 
     def _recorded_corpus(self, recorded, now):
-        """The identity of a corpus recorded as a glob (elmo-tf 0.2): the built-in one (its
-        path inside the run directory, wherever that was), or the files the glob names now."""
-        if now == BUILTIN_CORPUS and recorded.replace(os.sep, "/").endswith("corpus/train/*"):
+        """The identity of a corpus recorded as globs (elmo-tf 0.2): the run's own built-in
+        corpus (recorded by its path inside the run directory, wherever that was), or the files
+        the globs name now (relative ones from the working directory)."""
+        if now == BUILTIN_CORPUS and isinstance(recorded, str) \
+                and recorded.replace(os.sep, "/").endswith("corpus/train/*") \
+                and os.path.isfile(os.path.join(self.path, "corpus", "README.txt")):
             return BUILTIN_CORPUS
-        if recorded.startswith("tfds:"):
+        if isinstance(recorded, str) and recorded.startswith("tfds:"):
             return recorded
         try:
             return corpus_identity(recorded)
-        except (OSError, ValueError):
+        except Exception:  # noqa: BLE001: not found, unreadable, a file system's own error
             return recorded
 
     def resolve_corpus(self, corpus, validation, seed):
@@ -212,3 +231,24 @@ def _without_labels(settings):
     if not isinstance(settings.get("recipe"), dict):
         return settings
     return {**settings, "recipe": {k: v for k, v in settings["recipe"].items() if k != "name"}}
+
+
+def _is_glob(corpus):
+    """Whether a recorded corpus is a glob or a list of globs (elmo-tf 0.2's record), not the
+    files' identity."""
+    return isinstance(corpus, str) or (isinstance(corpus, list) and bool(corpus)
+                                       and all(isinstance(c, str) for c in corpus))
+
+
+def _remove_all_but(directory, kept):
+    """Removes everything in `directory` but the path `kept` (its lock, which goes when it is
+    released)."""
+    for entry in os.listdir(directory):
+        path = os.path.join(directory, entry)
+        if path == kept:
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(path)
