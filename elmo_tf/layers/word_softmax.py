@@ -28,10 +28,13 @@ class WordSoftmax(keras.layers.Layer):
         num_negatives: sampled-softmax candidates per call (bilm-tf: 8192).
 
     Call arguments:
-        outputs: float `[n, P]`.
+        outputs: float `[n, P]` (`[n, stop - start]` with `columns`).
         targets: int `[n]` in `[0, V)`.
         training: Python bool: the sampled estimate (if `samples`) or the full softmax.
-        seed: int32 `[2]`, the candidates' stateless seed; drawn per call when None.
+        seed: int32 `[2]`, the candidates' stateless seed; drawn per call when None
+            (`draw_seed`: calls given the same seed share their candidates).
+        columns: `(start, stop)`: score against those columns of the kernel only, as rows
+            `outputs` padded with zeros to `[n, P]` would be, without the zeros' work.
 
     Example:
     >>> softmax = WordSoftmax(vocabulary_size=50_000, num_negatives=8192)
@@ -64,21 +67,24 @@ class WordSoftmax(keras.layers.Layer):
         self.bias = self.add_weight(name="softmax_bias", shape=(self.vocabulary_size,),
                                     dtype="float32", initializer="zeros")
 
-    def call(self, outputs, targets, training=False, seed=None):
+    def call(self, outputs, targets, training=False, seed=None, columns=None):
         outputs = tf.cast(outputs, tf.float32)
         if training and self.samples:
-            if seed is None:
-                seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
-                # The op's seed is the same on every worker (`set_random_seed` and one graph
-                # each): each replica of a strategy folds in its id, so none repeats another's
-                # candidates.
-                context = tf.distribute.get_replica_context()
-                if context is not None:
-                    seed = tf.random.experimental.stateless_fold_in(
-                        seed, context.replica_id_in_sync_group)
+            seed = self.draw_seed() if seed is None else seed
             return sampled_softmax_nll(self.kernel, self.bias, outputs, targets,
-                                       self.num_negatives, seed)
-        return full_softmax_nll(self.kernel, self.bias, outputs, targets)
+                                       self.num_negatives, seed, columns)
+        return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns)
+
+    def draw_seed(self):
+        """A new int32 `[2]` seed for the sampled candidates. The op's seed is the same on
+        every worker (`set_random_seed` and one graph each): each replica of a strategy folds
+        in its id, so none repeats another's candidates."""
+        seed = tf.random.uniform([2], maxval=tf.int32.max, dtype=tf.int32)
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            seed = tf.random.experimental.stateless_fold_in(seed,
+                                                            context.replica_id_in_sync_group)
+        return seed
 
     def load_own_variables(self, store):
         if self._loaded_by_owner and not len(store.keys()):

@@ -62,14 +62,32 @@ class LanguageModel(Task, keras.Model):
             top = tf.nn.dropout(top, rate=self.dropout)
         return top
 
-    def word_nll(self, outputs, targets, training):
+    def word_nll(self, outputs, targets, training, seed=None, columns=None):
         """`(nll, valid)` of rows `outputs` `[n, width]` predicting `targets` `[n]` (word ids, -1
         where there is nothing to predict): the NLL is 0 where `valid` is false. Every row is
-        scored, no boolean mask, so that shapes stay static under XLA."""
+        scored, no boolean mask, so that shapes stay static under XLA. `seed`, `columns`:
+        `WordSoftmax`'s."""
         targets = tf.cast(targets, tf.int32)
         valid = targets >= 0
-        nll = self.softmax(outputs, tf.maximum(targets, 0), training=training)
+        nll = self.softmax(outputs, tf.maximum(targets, 0), training=training, seed=seed,
+                           columns=columns)
         return tf.where(valid, nll, 0.0), valid
+
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None):
+        """`(sum of NLLs, count)` of the rows of `outputs` `[n, width]` that have a target
+        (`targets` `[n]`: word ids, -1 where there is nothing to predict): only those rows are
+        gathered and scored, so that a loss over a few positions (the masked LM's) pays for
+        those only. Under XLA (`self.xla`), which compiles static shapes, every row is scored
+        and those without a target weigh 0: the same sums. `seed`, `columns`: `WordSoftmax`'s.
+        """
+        targets = tf.cast(targets, tf.int32)
+        if self.xla:
+            nll, valid = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
+            return tf.reduce_sum(nll), tf.reduce_sum(tf.cast(valid, tf.float32))
+        rows = tf.where(targets >= 0)[:, 0]
+        nll = self.softmax(tf.gather(outputs, rows), tf.gather(targets, rows),
+                           training=training, seed=seed, columns=columns)
+        return tf.reduce_sum(nll), tf.cast(tf.size(rows), tf.float32)
 
     def global_loss_counts(self, y):
         """The number of words each target of `y` asks to predict (ids >= 0), summed over the

@@ -99,7 +99,7 @@ def log_uniform_candidates(true_ids, num_sampled, range_max, seed):
             tf.stop_gradient(expected(sampled)))
 
 
-def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed):
+def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, columns=None):
     """Per-row NLL of the sampled softmax, as `tf.nn.sampled_softmax_loss` computes it.
 
     One set of `num_sampled` log-uniform candidates serves every row; logits are corrected by
@@ -112,6 +112,8 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed):
         targets: int `[n]` in `[0, V)`.
         num_sampled: candidates per call.
         seed: int32 `[2]` for `log_uniform_candidates`.
+        columns: `(start, stop)`: the kernel's columns the rows are scored against (`outputs`
+            `[n, stop - start]`); all of them when None.
 
     Returns:
         float32 `[n]`.
@@ -123,6 +125,8 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed):
     ids = tf.concat([targets, sampled], 0)
     # One lookup of both: the kernel's gradient is one IndexedSlices, as in TF's loss.
     weights = tf.gather(kernel, ids)
+    if columns is not None:  # sliced after the lookup: the gradient stays row-sparse
+        weights = weights[:, columns[0]:columns[1]]
     biases = tf.gather(bias, ids)
     true_logits = (tf.reduce_sum(outputs * weights[:n], axis=1) + biases[:n]
                    - tf.math.log(true_expected))
@@ -135,12 +139,17 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed):
     return tf.reduce_logsumexp(logits, axis=1) - true_logits
 
 
-def full_softmax_nll(kernel, bias, outputs, targets):
-    """Per-row NLL of the full softmax; `outputs` `[n, P]`, `targets` int `[n]`.
+def full_softmax_nll(kernel, bias, outputs, targets, columns=None):
+    """Per-row NLL of the full softmax; `outputs` `[n, P]`, `targets` int `[n]` (`columns`:
+    `(start, stop)`, the kernel's columns the rows are scored against, as in
+    `sampled_softmax_nll`).
 
     Logits are computed a bounded number of rows at a time (`MAX_LOGITS_PER_CHUNK` entries), so
     a released-size vocabulary (793k words) does not need `n x V` floats at once.
     """
+    if columns is not None:
+        kernel = kernel[:, columns[0]:columns[1]]
+
     def nll(rows):
         h, t = rows[:, :-1], tf.cast(rows[:, -1], tf.int32)
         logits = tf.matmul(h, kernel, transpose_b=True) + bias

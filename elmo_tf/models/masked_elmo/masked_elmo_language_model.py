@@ -13,19 +13,21 @@ class MaskedElmoLanguageModel(LanguageModel):
     """Pre-trains a `MaskedElmoBackbone` with BERT's masked-LM objective.
 
     The backbone reads sentences in which some tokens were masked
-    (`elmo_tf.data.masked_language_model_dataset`, `elmo_tf.ops.masking`); at every selected position a
-    softmax over the word vocabulary (`WordSoftmax`: sampled, log-uniform, accidental hits
-    removed, in training when the vocabulary is larger than `num_negatives`; full otherwise
-    and in evaluation) predicts the original token from `[forward; backward]` of the top layer
-    (`2P` wide). The loss is the mean NLL over the selected positions of the global batch;
+    (`elmo_tf.data.masked_language_model_dataset`, `elmo_tf.ops.masking`); at every selected
+    position, and only there (the selected rows are gathered before the softmax), a softmax
+    over the word vocabulary (`WordSoftmax`: sampled, log-uniform, accidental hits removed, in
+    training when the vocabulary is larger than `num_negatives`; full otherwise and in
+    evaluation) predicts the original token from `[forward; backward]` of the top layer (`2P`
+    wide). The loss is the mean NLL over the selected positions of the global batch;
     `perplexity` is its exponential (masked-LM perplexity).
 
     With `next_token_weight` > 0 (beyond the paper; `docs/masked_elmo.md`), the loss adds that
     weight times ELMo's next-token loss on the *first* layer, whose directions have each read
     one side only (layer 2 on reads both): on the `<S> .. </S>` grid its forward half predicts
-    the next word and its backward half the previous one, through the same softmax (reading
-    `[forward; 0]` and `[0; backward]`), averaged over both directions; so every token, not 15 %
-    of them, supervises the token encoder and the first layer. `next_token_perplexity` is that
+    the next word and its backward half the previous one, through the same softmax and its
+    candidates (each half against its half of the softmax's columns: what `[forward; 0]` and
+    `[0; backward]` would score, without the zeros), averaged over both directions; so every
+    token, not 15 % of them, supervises the token encoder and the first layer. `next_token_perplexity` is that
     loss's perplexity. Sentence inputs only; training batches must hold the next-token
     targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
     across runs); `next_token_perplexity` is measured where the batches hold its targets.
@@ -101,12 +103,10 @@ class MaskedElmoLanguageModel(LanguageModel):
                              f"'forward_targets' and 'backward_targets'); got {got}.")
         width = self.backbone.output_dim
         masked = y_pred["masked"] if isinstance(y_pred, dict) else y_pred
-        # Every position as a row, no boolean mask (static shapes under XLA): unselected
-        # positions weigh 0.
-        nll, valid = self.word_nll(tf.reshape(masked, [-1, width]),
-                                   tf.reshape(y["targets"], [-1]), training)
-        total = tf.reduce_sum(nll)
-        count = tf.reduce_sum(tf.cast(valid, tf.float32))
+        # Only the selected positions are scored (the others have no target).
+        seed = self.softmax.draw_seed() if training and self.softmax.samples else None
+        total, count = self.selected_nll(tf.reshape(masked, [-1, width]),
+                                         tf.reshape(y["targets"], [-1]), training, seed)
         self.perplexity.update_state(total, count)
         totals = loss_counts or self.global_loss_counts(y)
         loss = tf.math.divide_no_nan(total, totals["targets"])
@@ -117,17 +117,17 @@ class MaskedElmoLanguageModel(LanguageModel):
                                  "'forward_targets' and 'backward_targets' too "
                                  "(masked_language_model_dataset(next_token_targets=True)).")
             return loss
-        # Forward rows [forward; 0] predict the next word, backward rows [0; backward] the
-        # previous one: one P-wide half of the softmax for each direction.
+        # The forward half predicts the next word, the backward half the previous one, each
+        # against its half of the softmax's columns (as [forward; 0] and [0; backward] would,
+        # without the zeros), with the masked LM's candidates.
         first = y_pred["next_token"]
         half = width // 2
-        zeros = tf.zeros_like(first[..., :half])
-        rows = tf.concat([tf.reshape(tf.concat([first[..., :half], zeros], -1), [-1, width]),
-                          tf.reshape(tf.concat([zeros, first[..., half:]], -1), [-1, width])], 0)
-        nll, valid = self.word_nll(
-            rows, tf.concat([tf.reshape(y[name], [-1]) for name in next_token], 0), training)
-        sums = tf.reduce_sum(tf.reshape(nll, [2, -1]), axis=1)
-        counts = tf.reduce_sum(tf.reshape(tf.cast(valid, tf.float32), [2, -1]), axis=1)
+        sums, counts = zip(*(
+            self.selected_nll(tf.reshape(part, [-1, half]), tf.reshape(y[name], [-1]),
+                              training, seed, columns)
+            for part, name, columns in ((first[..., :half], "forward_targets", (0, half)),
+                                        (first[..., half:], "backward_targets",
+                                         (half, width)))))
         self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
         if not training:  # measured, but held-out losses stay the masked LM's, as any run's
             return loss

@@ -228,6 +228,53 @@ def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_i
             y=targets, y_pred=out["masked"])
 
 
+def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus, monkeypatch):
+    """An equal footing with ELMo: the masked LM's softmax rows are its selected positions
+    (it scored every position, 60 % of them weighted 0 at 40 % selected), and the next-token
+    loss's rows its defined targets, each P wide against its half of the softmax's columns
+    (it scored [forward; 0] and [0; backward] rows, twice as wide). Training's sampled
+    softmax, one set of candidates for all three (one seed): the loss and the perplexities
+    are those of scoring every row at full width with the same candidates."""
+    sentences, vocabulary = corpus
+    model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=16,
+                                    next_token_weight=0.5)
+    assert model.softmax.samples
+    x, y = next(iter(_dataset(sentences[:16], vocabulary, batch_size=16, rate=0.4,
+                              repeat=False, next_token_targets=True)))
+    y_pred = model(x)
+    seed = tf.constant([3, 4])
+    monkeypatch.setattr(model.softmax, "draw_seed", lambda: seed)
+    scored = []
+    call = model.softmax.call
+    monkeypatch.setattr(model.softmax, "call", lambda outputs, targets, **kwargs: (
+        scored.append(tuple(outputs.shape)) or call(outputs, targets, **kwargs)))
+    loss = float(model.compute_loss(y=y, y_pred=y_pred, training=True))
+    width = model.backbone.output_dim
+    counts = {name: int((y[name].numpy() >= 0).sum()) for name in y}
+    assert scored == [(counts["targets"], width), (counts["forward_targets"], width // 2),
+                      (counts["backward_targets"], width // 2)]
+    assert counts["targets"] < 0.6 * y["targets"].numpy().size  # rows saved
+    model.xla = True  # static shapes: every row scored, unselected ones weighted 0
+    assert float(model.compute_loss(y=y, y_pred=y_pred, training=True)) == pytest.approx(
+        loss, rel=1e-5)
+    monkeypatch.undo()
+
+    def every_row(rows, targets):  # all positions, full width, the same candidates
+        rows, targets = tf.reshape(rows, [-1, width]), tf.reshape(targets, [-1])
+        nll = model.softmax(rows, tf.maximum(targets, 0), training=True, seed=seed)
+        return float(tf.reduce_sum(tf.where(targets >= 0, nll, 0.0)))
+
+    half = width // 2
+    first = y_pred["next_token"]
+    zeros = tf.zeros_like(first[..., :half])
+    expected = (every_row(y_pred["masked"], y["targets"]) / counts["targets"]
+                + 0.5 * 0.5 * (every_row(tf.concat([first[..., :half], zeros], -1),
+                                         y["forward_targets"]) / counts["forward_targets"]
+                               + every_row(tf.concat([zeros, first[..., half:]], -1),
+                                           y["backward_targets"]) / counts["backward_targets"]))
+    assert loss == pytest.approx(expected, rel=1e-5)
+
+
 def test_the_next_token_loss_trains_in_fit_and_evaluates_on_masked_batches(corpus):
     sentences, vocabulary = corpus
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=64,
