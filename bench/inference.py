@@ -194,14 +194,21 @@ def machine():
 
 
 def versions():
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
-                                cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
-    except OSError:
-        commit = ""
+    """The versions that ran, the commit, and whether the tracked files differed from it
+    (`dirty`: the figures then come from uncommitted code)."""
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], capture_output=True, text=True,
+                                  cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        except OSError:
+            return ""
+
+    commit = git("rev-parse", "HEAD")
     return {"python": platform.python_version(), "tensorflow": tf.__version__,
             "keras": keras.__version__, "numpy": np.__version__, "elmo_tf": elmo_tf.__version__,
-            "git_commit": commit}
+            "git_commit": commit,
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit
+            else None}
 
 
 def main():
