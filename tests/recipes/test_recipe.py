@@ -132,3 +132,15 @@ def test_the_masked_lm_options_round_trip_through_recipes_run_records_and_option
         Recipe.from_dict({"base": "tiny", "next_token_weight": 1.0})
     with pytest.raises(ValueError, match="next_token_weight must be a number >= 0"):
         Recipe.from_dict({"base": "tiny_masked", "next_token_weight": -1})
+
+
+def test_masks_per_sentence_times_the_selection_rate_above_1_is_a_recipe_error():
+    """K disjoint copies of a sentence can each select at most 1/K of its tokens: K = 4 with
+    40 % silently selected 25 % per copy."""
+    with pytest.raises(ValueError, match=r"masks_per_sentence x selection_rate must be at most "
+                                         r"1: the 4 copies .* at most 1/4 of them \(25%\); got "
+                                         r"4 x 0.4 = 1.6"):
+        Recipe.from_dict({"base": "tiny_masked", "masks_per_sentence": 4, "batch_size": 32})
+    recipe = Recipe.from_dict({"base": "tiny_masked", "masks_per_sentence": 2, "batch_size": 32,
+                               "selection_rate": 0.5})
+    assert recipe.masks_per_sentence * recipe.selection_rate == 1.0

@@ -40,6 +40,12 @@ class MaskedElmoFamily(Family):
         if recipe.mode == "stream" and recipe.masks_per_sentence != 1:
             problems.append("masks_per_sentence (mask accumulation) copies sentences: it takes "
                             "mode 'sentence'; stream batches take 1")
+        k, rate = recipe.masks_per_sentence, recipe.selection_rate
+        if isinstance(k, int) and isinstance(rate, (int, float)) and k * rate > 1:
+            problems.append(f"masks_per_sentence x selection_rate must be at most 1: the {k} "
+                            f"copies of a sentence select disjoint tokens, so each can select "
+                            f"at most 1/{k} of them ({1 / k:.0%}); got {k} x {rate:g} = "
+                            f"{k * rate:g}")
         if recipe.mode == "stream" and recipe.next_token_weight:
             problems.append("next_token_weight (the first layer's next-token loss) reads "
                             "sentences: it takes mode 'sentence'")
