@@ -80,6 +80,10 @@ MODELS = {
     "masked_elmo_rate_15": {"base": "masked_elmo_cpu", "selection_rate": 0.15},  # BERT's
     "masked_elmo_next_token": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
                                "next_token_weight": 1.0},
+    # Dense supervision at the recipe's 40 % (issue 38): the first layer's next-token loss,
+    # and its two-tower cloze loss (every token from the halves on either side of it).
+    "masked_elmo_next_token_40": {"base": "masked_elmo_cpu", "next_token_weight": 1.0},
+    "masked_elmo_cloze": {"base": "masked_elmo_cpu", "cloze_weight": 1.0},
     # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
     # token), the same char CNN, vocabulary and training.
     "elmo_wide": {"base": "elmo_cpu", "model": _wider("elmo_cpu")},
@@ -189,7 +193,8 @@ def _supervised_per_step(record, recipe):
     # K x rate >= 1 (masked_language_model_dataset).
     masked = size["tokens"] * min(1.0, recipe.get("masks_per_sentence", 1)
                                   * recipe.get("selection_rate", 0.15)) / per_epoch
-    return tokens, masked + (2 * pairs if recipe.get("next_token_weight") else 0)
+    return tokens, (masked + (2 * pairs if recipe.get("next_token_weight") else 0)
+                    + (tokens if recipe.get("cloze_weight") else 0))  # cloze: every token
 
 
 def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, train_args=()):

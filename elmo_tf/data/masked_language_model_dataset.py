@@ -25,6 +25,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
                                   masks_per_sentence=1, rate=0.15, window=20,
                                   shuffle_buffer=10_000, seed=0, replicas=1, repeat=True,
                                   pad_to_buckets=False, next_token_targets=False,
+                                  cloze_targets=False,
                                   max_characters_per_token=MAX_CHARACTERS_PER_TOKEN):
     """Batches of `(inputs, targets)` for `MaskedElmoLanguageModel`.
 
@@ -49,6 +50,11 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     `"backward_targets"` (-1 at `<S>`, then `<S> w1 .. wn`): what ELMo's two language models
     predict, for `MaskedElmoLanguageModel`'s next-token loss on its first layer (every copy
     of a sentence has them).
+
+    Cloze targets (sentence mode, `cloze_targets=True`): `"cloze_targets"` int32
+    `[rows, time]`, every token's word id, selected or not (-1 at padding): what
+    `MaskedElmoLanguageModel`'s cloze loss predicts at each token from the first layer's
+    halves on either side of it.
 
     Stream mode (bidirectional truncated backpropagation through time): each row is a stream
     of sentences `<S> w1 .. wn </S>` packed back to back into windows of `window` tokens, and
@@ -87,11 +93,13 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             one per sentence length and batch size. Set it when `fit` uses XLA (by default on
             one GPU). Stream batches have one shape anyway.
         next_token_targets: add the next-token targets (sentence mode; above).
+        cloze_targets: add the cloze targets (sentence mode; above).
         max_characters_per_token: char ids per token.
 
     Returns:
         `tf.data.Dataset` of `({"char_ids": int32 [rows, time, chars]},
         {"targets": int32 [rows, time]})` (`"stream_char_ids"` in stream mode; with
+        `cloze_targets`, `"cloze_targets"` int32 `[rows, time]`; with
         `next_token_targets`, `"forward_targets"` and `"backward_targets"` int32
         `[rows, time + 2]` too), targets -1 where nothing is predicted.
 
@@ -116,6 +124,9 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         if k != 1:
             raise ValueError(f"stream batches take masks_per_sentence 1 (mask accumulation "
                              f"copies sentences, sentence mode); got {k}.")
+        if cloze_targets:
+            raise ValueError("cloze_targets is for sentence batches (the first layer's halves "
+                             "on either side of a token are a sentence's).")
         if next_token_targets:
             raise ValueError("next_token_targets is for sentence batches (the targets are on "
                              "each sentence's <S> .. </S> grid).")
@@ -143,6 +154,8 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             tf.broadcast_to(char_ids, [k, n, max_characters_per_token]), eligible, seeds[2],
             table, rate=1.0)
         targets = {"targets": targets}
+        if cloze_targets:  # every token, selected or not
+            targets["cloze_targets"] = tf.broadcast_to(word_ids, [k, n])
         if next_token_targets:  # on the <S> w1 .. wn </S> grid
             bos, eos, none = ([tf.constant(v, tf.int32)] for v in (
                 vocabulary.bos_id, vocabulary.eos_id, -1))
@@ -159,8 +172,8 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     # a batch of random sentences runs its LSTMs over the longest of them. A sentence's K
     # copies arrive together and go to the same bucket, whose batches are a multiple of K, so
     # they share a batch.
-    target_names = ["targets"] + (["forward_targets", "backward_targets"]
-                                  if next_token_targets else [])
+    target_names = (["targets"] + (["cloze_targets"] if cloze_targets else [])
+                    + (["forward_targets", "backward_targets"] if next_token_targets else []))
     data = data.bucket_by_sequence_length(
         lambda inputs, targets: tf.shape(targets["targets"])[0] + 2, list(BUCKET_BOUNDARIES),
         [batch_size] * (len(BUCKET_BOUNDARIES) + 1),

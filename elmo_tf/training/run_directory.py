@@ -187,7 +187,8 @@ def recipe_settings(recipe):
     """The recipe as run.json records it (plain JSON values): without the fields other
     families own (`Family.recipe_fields`), and without the fields added to recipes after runs
     recorded them when they hold their defaults (`objective`: ELMo's, the only one before
-    there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`: 0), so that
+    there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`, `cloze_weight`:
+    0), so that
     those runs resume."""
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
@@ -196,7 +197,7 @@ def recipe_settings(recipe):
             for name in family.recipe_fields:
                 values.pop(name, None)
     defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
-    for name in ("objective", "optimizer", "next_token_weight"):  # as before they existed
+    for name in ("objective", "optimizer", "next_token_weight", "cloze_weight"):  # as before
         if name in values and values[name] == defaults[name]:
             del values[name]
     return json.loads(json.dumps(values))

@@ -66,6 +66,9 @@ def test_tokens_read_and_predictions_supervised_per_step():
     # With the next-token loss, ELMo's predictions too.
     assert _supervised_per_step(record, {"objective": "masked_lm", "next_token_weight": 1.0})[
         1] == pytest.approx(15 + 220)
+    # With the cloze loss, every token once more.
+    assert _supervised_per_step(record, {"objective": "masked_lm", "selection_rate": 0.4,
+                                         "cloze_weight": 1.0})[1] == pytest.approx(40 + 100)
 
 
 def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(

@@ -122,10 +122,12 @@ def test_the_masked_lm_options_round_trip_through_recipes_run_records_and_option
     options = dataclasses.replace(recipe.model,
                                   training=recipe.training_options(100, 1000)).to_options()
     assert options["masked_lm"] == {"masks_per_sentence": 1, "selection_rate": 0.4,
-                                    "next_token_weight": 0.5}
+                                    "next_token_weight": 0.5, "cloze_weight": 0.0}
     assert MaskedElmoConfig.from_options(options).training["masked_lm"] == options["masked_lm"]
-    # Run records of masked runs from before the field existed hold no next_token_weight.
-    assert "next_token_weight" not in recipe_settings(Recipe.from_name("tiny_masked"))
+    # Run records of masked runs from before the fields existed hold no next_token_weight or
+    # cloze_weight.
+    assert not {"next_token_weight", "cloze_weight"} & set(
+        recipe_settings(Recipe.from_name("tiny_masked")))
     with pytest.raises(ValueError, match="next_token_weight .*takes mode 'sentence'"):
         Recipe.from_dict({"base": "masked_elmo_small", "next_token_weight": 1.0})
     with pytest.raises(ValueError, match="next_token_weight is the 'masked_lm' objective's"):

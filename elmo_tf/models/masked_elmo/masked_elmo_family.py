@@ -29,7 +29,8 @@ class MaskedElmoFamily(Family):
     objective = "masked_lm"
     config_class = MaskedElmoConfig
     backbone_class = MaskedElmoBackbone
-    recipe_fields = ("masks_per_sentence", "selection_rate", "next_token_weight")
+    recipe_fields = ("masks_per_sentence", "selection_rate", "next_token_weight",
+                     "cloze_weight")
 
     def describes(self, options):
         lstm = options.get("lstm")
@@ -46,9 +47,10 @@ class MaskedElmoFamily(Family):
                             f"copies of a sentence select disjoint tokens, so each can select "
                             f"at most 1/{k} of them ({1 / k:.0%}); got {k} x {rate:g} = "
                             f"{k * rate:g}")
-        if recipe.mode == "stream" and recipe.next_token_weight:
-            problems.append("next_token_weight (the first layer's next-token loss) reads "
-                            "sentences: it takes mode 'sentence'")
+        for name, loss in (("next_token_weight", "next-token"), ("cloze_weight", "cloze")):
+            if recipe.mode == "stream" and getattr(recipe, name):
+                problems.append(f"{name} (the first layer's {loss} loss) reads sentences: it "
+                                "takes mode 'sentence'")
         return problems
 
     def training_options(self, recipe):
@@ -61,7 +63,8 @@ class MaskedElmoFamily(Family):
             dropout=recipe.dropout, dtype=dtype)
         lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
                                      num_negatives=recipe.num_negatives,
-                                     next_token_weight=recipe.next_token_weight)
+                                     next_token_weight=recipe.next_token_weight,
+                                     cloze_weight=recipe.cloze_weight)
         lm({"char_ids": tf.zeros([1, 1, recipe.model.max_characters_per_token], tf.int32)})
         return lm
 
@@ -77,6 +80,7 @@ class MaskedElmoFamily(Family):
             window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
             replicas=replicas if stream else 1, pad_to_buckets=pad_to_buckets,
             next_token_targets=recipe.next_token_weight > 0,
+            cloze_targets=recipe.cloze_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):
@@ -84,6 +88,7 @@ class MaskedElmoFamily(Family):
             sentences, vocabulary, batch_size=recipe.batch_size, seed=HELD_OUT_MASKING_SEED,
             repeat=False, pad_to_buckets=pad_to_buckets,
             next_token_targets=recipe.next_token_weight > 0,
+            cloze_targets=recipe.cloze_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def describe(self, results):

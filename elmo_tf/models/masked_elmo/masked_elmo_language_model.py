@@ -7,6 +7,8 @@ from elmo_tf.checks import non_negative_number_problems
 from elmo_tf.metrics.perplexity import Perplexity
 from elmo_tf.models.language_model import LanguageModel
 
+NEXT_TOKEN_TARGETS = ("forward_targets", "backward_targets")
+
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class MaskedElmoLanguageModel(LanguageModel):
@@ -27,10 +29,19 @@ class MaskedElmoLanguageModel(LanguageModel):
     the next word and its backward half the previous one, through the same softmax and its
     candidates (each half against its half of the softmax's columns: what `[forward; 0]` and
     `[0; backward]` would score, without the zeros), averaged over both directions; so every
-    token, not 15 % of them, supervises the token encoder and the first layer. `next_token_perplexity` is that
-    loss's perplexity. Sentence inputs only; training batches must hold the next-token
+    token, not 15 % of them, supervises the token encoder and the first layer.
+    `next_token_perplexity` is that loss's perplexity.
+
+    With `cloze_weight` > 0 (beyond the paper: the two-tower cloze objective of Baevski et al.
+    2019 on the first layer; `docs/masked_elmo.md`), the loss adds that weight times a cloze
+    loss: every token, selected or not, is predicted through the same softmax from
+    `[forward; backward]` of the first layer with the forward half taken at the position
+    before it and the backward half at the position after it, neither of which has read it.
+    `cloze_perplexity` is its perplexity.
+
+    The first layer's losses read sentence inputs only; training batches must hold their
     targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
-    across runs); `next_token_perplexity` is measured where the batches hold its targets.
+    across runs); their perplexities are measured where the batches hold their targets.
 
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
     (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
@@ -38,16 +49,19 @@ class MaskedElmoLanguageModel(LanguageModel):
     `MaskedElmoBackbone.encode_stream`: the backbone needs `stream_rows`). Both from
     `elmo_tf.data.masked_language_model_dataset`.
     Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
-    -1 elsewhere; with the next-token loss, `"forward_targets"` and `"backward_targets"` int32
-    `[batch, time + 2]` too (`masked_language_model_dataset(next_token_targets=True)`).
+    -1 elsewhere; with the cloze loss, `"cloze_targets"` int32 `[batch, time]` too (every
+    token's id), and with the next-token loss, `"forward_targets"` and `"backward_targets"`
+    int32 `[batch, time + 2]` (`masked_language_model_dataset(cloze_targets=True,
+    next_token_targets=True)`).
 
     Args:
         backbone: the `MaskedElmoBackbone` (or any `Backbone`) to train.
         vocabulary_size: V, the softmax size.
         num_negatives: sampled-softmax candidates per batch.
         dropout: on the top layer in training; the backbone's `dropout` when None.
-        next_token_weight: the weight of the first layer's next-token loss (0: BERT's masked LM
-            alone).
+        next_token_weight: the weight of the first layer's next-token loss (0: none).
+        cloze_weight: the weight of the first layer's cloze loss (0: none; both 0: BERT's
+            masked LM alone).
 
     Example:
     >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
@@ -57,18 +71,22 @@ class MaskedElmoLanguageModel(LanguageModel):
     """
 
     def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None,
-                 next_token_weight=0.0, **kwargs):
+                 next_token_weight=0.0, cloze_weight=0.0, **kwargs):
         # The softmax reads [forward; backward] of the top layer.
         super().__init__(backbone, vocabulary_size, num_negatives, dropout,
                          softmax_width=backbone.output_dim, **kwargs)
-        problems = non_negative_number_problems(next_token_weight=next_token_weight)
+        problems = non_negative_number_problems(next_token_weight=next_token_weight,
+                                                cloze_weight=cloze_weight)
         if problems:
             raise ValueError(problems[0] + ".")
         self.next_token_weight = float(next_token_weight)
+        self.cloze_weight = float(cloze_weight)
         # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
         if self.next_token_weight:
             self.next_token_perplexity = Perplexity(name="next_token_perplexity")
+        if self.cloze_weight:
+            self.cloze_perplexity = Perplexity(name="cloze_perplexity")
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
@@ -76,63 +94,92 @@ class MaskedElmoLanguageModel(LanguageModel):
             got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
             raise ValueError("MaskedElmoLanguageModel takes a dict with 'char_ids' (sentences) "
                              f"or 'stream_char_ids' (stream windows); got {got}.")
+        first_layer_losses = self.next_token_weight or self.cloze_weight
         if "stream_char_ids" in inputs:
-            if self.next_token_weight:
-                raise ValueError("the next-token loss (next_token_weight) reads sentences "
-                                 "('char_ids'), not stream windows.")
+            if first_layer_losses:
+                raise ValueError("the first layer's losses (next_token_weight, cloze_weight) "
+                                 "read sentences ('char_ids'), not stream windows.")
             top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
             return self.top_layer(top, training)
         outputs = self.backbone(inputs["char_ids"], training=training)
         top = self.top_layer(outputs["layers"], training)
-        if not self.next_token_weight:
+        if not first_layer_losses:
             return top
         # The first layer on the <S> .. </S> grid: each direction has read one side only.
-        return {"masked": top, "next_token": self.top_layer(
+        return {"masked": top, "first_layer": self.top_layer(
             outputs["layers_with_boundaries"], training, index=1)}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
                      loss_counts=None):
         """The loss; `loss_counts`: `global_loss_counts(y)` when already computed."""
-        next_token = ("forward_targets", "backward_targets")
-        keys = set(y) if isinstance(y, dict) else None
-        if keys not in ({"targets"}, {"targets", *next_token}) or (
-                keys != {"targets"} and not self.next_token_weight):
-            got = sorted(y) if isinstance(y, dict) else type(y).__name__
-            raise ValueError("MaskedElmoLanguageModel's targets are a dict with 'targets' (and, "
-                             "for the next-token loss of a model with next_token_weight > 0, "
-                             f"'forward_targets' and 'backward_targets'); got {got}.")
+        keys = self._target_keys(y, training)
         width = self.backbone.output_dim
+        half = width // 2
         masked = y_pred["masked"] if isinstance(y_pred, dict) else y_pred
-        # Only the selected positions are scored (the others have no target).
+        # Only the selected positions are scored (the others have no target); one set of
+        # sampled candidates for every loss of the batch.
         seed = self.softmax.draw_seed() if training and self.softmax.samples else None
         total, count = self.selected_nll(tf.reshape(masked, [-1, width]),
                                          tf.reshape(y["targets"], [-1]), training, seed)
         self.perplexity.update_state(total, count)
         totals = loss_counts or self.global_loss_counts(y)
         loss = tf.math.divide_no_nan(total, totals["targets"])
-        if keys == {"targets"}:
-            if self.next_token_weight and training:
-                raise ValueError("this model trains with a next-token loss (next_token_weight "
-                                 f"{self.next_token_weight:g}): its training batches need "
-                                 "'forward_targets' and 'backward_targets' too "
-                                 "(masked_language_model_dataset(next_token_targets=True)).")
-            return loss
-        # The forward half predicts the next word, the backward half the previous one, each
-        # against its half of the softmax's columns (as [forward; 0] and [0; backward] would,
-        # without the zeros), with the masked LM's candidates.
-        first = y_pred["next_token"]
-        half = width // 2
-        sums, counts = zip(*(
-            self.selected_nll(tf.reshape(part, [-1, half]), tf.reshape(y[name], [-1]),
-                              training, seed, columns)
-            for part, name, columns in ((first[..., :half], "forward_targets", (0, half)),
-                                        (first[..., half:], "backward_targets",
-                                         (half, width)))))
-        self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
-        if not training:  # measured, but held-out losses stay the masked LM's, as any run's
-            return loss
-        means = [tf.math.divide_no_nan(sums[k], totals[name]) for k, name in enumerate(next_token)]
-        return loss + self.next_token_weight * 0.5 * (means[0] + means[1])
+        first = y_pred["first_layer"] if keys != {"targets"} else None
+        if "cloze_targets" in keys:
+            # Token k (grid k + 1) from the forward half at grid k, which has read the tokens
+            # before it, and the backward half at grid k + 2, which has read those after it.
+            rows = tf.concat([first[:, :-2, :half], first[:, 2:, half:]], -1)
+            cloze, counted = self.selected_nll(tf.reshape(rows, [-1, width]),
+                                               tf.reshape(y["cloze_targets"], [-1]), training,
+                                               seed)
+            self.cloze_perplexity.update_state(cloze, counted)
+            if training:
+                loss += self.cloze_weight * tf.math.divide_no_nan(cloze,
+                                                                  totals["cloze_targets"])
+        if "forward_targets" in keys:
+            # The forward half predicts the next word, the backward half the previous one,
+            # each against its half of the softmax's columns (as [forward; 0] and
+            # [0; backward] would, without the zeros).
+            sums, counts = zip(*(
+                self.selected_nll(tf.reshape(part, [-1, half]), tf.reshape(y[name], [-1]),
+                                  training, seed, columns)
+                for part, name, columns in ((first[..., :half], "forward_targets", (0, half)),
+                                            (first[..., half:], "backward_targets",
+                                             (half, width)))))
+            self.next_token_perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
+            if training:
+                means = [tf.math.divide_no_nan(sums[k], totals[name])
+                         for k, name in enumerate(NEXT_TOKEN_TARGETS)]
+                loss += self.next_token_weight * 0.5 * (means[0] + means[1])
+        # In evaluation the first layer's losses are measured, but held-out losses stay the
+        # masked LM's, as any run's.
+        return loss
+
+    def _target_keys(self, y, training):
+        """The target names of `y`, checked against the losses this model has: every one of
+        them in training; in evaluation the masked LM's alone, or with any of the others."""
+        wanted = {"targets"}
+        if self.cloze_weight:
+            wanted.add("cloze_targets")
+        if self.next_token_weight:
+            wanted.update(NEXT_TOKEN_TARGETS)
+        keys = set(y) if isinstance(y, dict) else None
+        if keys is None or "targets" not in keys or not keys <= wanted \
+                or len(keys & set(NEXT_TOKEN_TARGETS)) == 1:
+            got = sorted(y) if isinstance(y, dict) else type(y).__name__
+            raise ValueError(
+                "MaskedElmoLanguageModel's targets are a dict with 'targets' (and, for the "
+                "cloze loss of a model with cloze_weight > 0, 'cloze_targets'; for the "
+                "next-token loss of a model with next_token_weight > 0, 'forward_targets' and "
+                f"'backward_targets'); got {got}.")
+        if training and keys != wanted:
+            missing = sorted(wanted - keys)
+            raise ValueError(
+                f"this model trains with the first layer's losses (next_token_weight "
+                f"{self.next_token_weight:g}, cloze_weight {self.cloze_weight:g}): its "
+                f"training batches need {missing} too (masked_language_model_dataset("
+                "next_token_targets=..., cloze_targets=...)).")
+        return keys
 
     def loss_weight(self, x, counts):
         """The masked LM's predicted words (the next-token loss, an auxiliary term of the
@@ -141,4 +188,5 @@ class MaskedElmoLanguageModel(LanguageModel):
         return counts["targets"]
 
     def get_config(self):
-        return {**super().get_config(), "next_token_weight": self.next_token_weight}
+        return {**super().get_config(), "next_token_weight": self.next_token_weight,
+                "cloze_weight": self.cloze_weight}

@@ -167,9 +167,9 @@ def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_i
                                     next_token_weight=weight)
     char_ids = tokens_to_char_ids([["a", "b", "c", "d"], ["a", "b", "x", "d"]])
     out = {k: v.numpy() for k, v in model({"char_ids": char_ids}).items()}
-    half = out["next_token"].shape[-1] // 2
+    half = out["first_layer"].shape[-1] // 2
     # Grid <S> a b c|x d </S>: token 3 (c or x) is at grid position 3.
-    forward, backward = out["next_token"][..., :half], out["next_token"][..., half:]
+    forward, backward = out["first_layer"][..., :half], out["first_layer"][..., half:]
     np.testing.assert_array_equal(forward[0, :3], forward[1, :3])
     np.testing.assert_array_equal(backward[0, 4:], backward[1, 4:])
     assert np.abs(forward[0, 3] - forward[1, 3]).max() > 0
@@ -218,7 +218,7 @@ def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_i
     # refused in training (the loss would silently be the masked LM's).
     alone = model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=False)
     assert float(alone) == pytest.approx(masked_alone, rel=1e-5)
-    with pytest.raises(ValueError, match="need 'forward_targets' and 'backward_targets'"):
+    with pytest.raises(ValueError, match=r"need \['backward_targets', 'forward_targets'\] too"):
         model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=True)
     for bad in (True, float("inf"), -1.0, "1"):
         with pytest.raises(ValueError, match="next_token_weight must be a number >= 0"):
@@ -226,6 +226,71 @@ def test_the_next_token_loss_reads_the_first_layer_one_side_at_a_time_and_adds_i
     with pytest.raises(ValueError, match="next_token_weight > 0"):
         MaskedElmoLanguageModel(_tiny_backbone(), vocabulary_size).compute_loss(
             y=targets, y_pred=out["masked"])
+
+
+def test_the_cloze_loss_predicts_each_token_from_the_first_layers_halves_around_it(corpus):
+    """The two-tower cloze loss: token k is predicted from the first layer's forward half at
+    grid position k (it has read <S> and the tokens before k) and its backward half at k + 2
+    (the tokens after k and </S>): no leak, every token (selected or not), and the loss is the
+    masked LM's plus the weight times the cloze mean NLL, against a NumPy reference of the
+    softmax; in evaluation the loss is the masked LM's and the cloze perplexity is measured."""
+    sentences, vocabulary = corpus
+    weight = 0.7
+    model = MaskedElmoLanguageModel(_tiny_backbone(), 20, num_negatives=64, cloze_weight=weight)
+    # No leak: change token 2 of a sentence; the rows that predict it do not move.
+    char_ids = tokens_to_char_ids([["a", "b", "c", "d"], ["a", "b", "x", "d"]])
+    first = model({"char_ids": char_ids})["first_layer"].numpy()
+    half = first.shape[-1] // 2
+    rows = np.concatenate([first[:, :-2, :half], first[:, 2:, half:]], -1)  # token k's row
+    np.testing.assert_array_equal(rows[0, 2], rows[1, 2])
+    assert np.abs(rows[0, 1] - rows[1, 1]).max() > 0  # token 1's backward half has read it
+    assert np.abs(rows[0, 3] - rows[1, 3]).max() > 0  # token 3's forward half has read it
+    # The loss against NumPy (full softmax: 20 words, 64 negatives).
+    targets = {"targets": np.array([[-1, 4, -1, -1], [-1, -1, -1, 7]], np.int32),
+               "cloze_targets": np.array([[3, 4, 5, 6], [3, 4, 9, -1]], np.int32)}
+    y_pred = model({"char_ids": char_ids})
+    kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
+
+    def mean_nll(outputs, ids):
+        keep = ids.reshape(-1) >= 0
+        logits = outputs.reshape(-1, outputs.shape[-1])[keep] @ kernel.T + bias
+        logits -= logits.max(-1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -log_p[np.arange(keep.sum()), ids.reshape(-1)[keep]].mean()
+
+    masked_alone = mean_nll(y_pred["masked"].numpy(), targets["targets"])
+    cloze = mean_nll(rows, targets["cloze_targets"])
+    loss = model.compute_loss(y=targets, y_pred=y_pred, training=True)
+    assert float(loss) == pytest.approx(masked_alone + weight * cloze, rel=1e-5)
+    model.cloze_perplexity.reset_state()
+    evaluated = model.compute_loss(y=targets, y_pred=y_pred, training=False)
+    assert float(evaluated) == pytest.approx(masked_alone, rel=1e-5)
+    assert float(model.cloze_perplexity.result()) == pytest.approx(np.exp(cloze), rel=1e-5)
+    with pytest.raises(ValueError, match=r"need \['cloze_targets'\] too"):
+        model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=True)
+    # The batches: every token's id, selected or not, -1 at padding; sentence batches only.
+    x, y = next(iter(_dataset(sentences[:8], vocabulary, batch_size=8, repeat=False,
+                              cloze_targets=True)))
+    words = y["cloze_targets"].numpy()
+    assert ((words >= 0) == x["char_ids"].numpy().any(-1)).all()
+    selected = y["targets"].numpy()
+    assert (selected[selected >= 0] == words[selected >= 0]).all()
+    with pytest.raises(ValueError, match="cloze_targets is for sentence batches"):
+        _dataset([["a"]], vocabulary, mode="stream", cloze_targets=True)
+    # It trains in fit, from a recipe.
+    from elmo_tf.recipes.recipe import Recipe
+    from elmo_tf.training.pretraining import build_language_model
+
+    recipe = Recipe.from_dict({"base": "tiny_masked", "cloze_weight": 0.5, "batch_size": 8})
+    lm = build_language_model(recipe, len(vocabulary))
+    assert lm.cloze_weight == 0.5
+    data = recipe.family.training_batches(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences[:64])), vocabulary,
+        recipe, per_replica=8, replicas=1, seed=0, pad_to_buckets=False)
+    logs = lm.fit(data, steps_per_epoch=2, epochs=1, verbose=0).history
+    assert np.isfinite(logs["loss"][-1]) and 1 < logs["cloze_perplexity"][-1] < np.inf
+    with pytest.raises(ValueError, match="cloze_weight .*takes mode 'sentence'"):
+        Recipe.from_dict({"base": "masked_elmo_small", "cloze_weight": 1.0})
 
 
 def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus, monkeypatch):
@@ -265,7 +330,7 @@ def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus,
         return float(tf.reduce_sum(tf.where(targets >= 0, nll, 0.0)))
 
     half = width // 2
-    first = y_pred["next_token"]
+    first = y_pred["first_layer"]
     zeros = tf.zeros_like(first[..., :half])
     expected = (every_row(y_pred["masked"], y["targets"]) / counts["targets"]
                 + 0.5 * 0.5 * (every_row(tf.concat([first[..., :half], zeros], -1),
