@@ -67,7 +67,20 @@ def _accuracy(w, x, y):
 
 
 def bag_of_words_logistic_regression(train_texts, train_labels, dev_texts, dev_labels,
-                                     grid=L2_GRID, folds=3, seed=0):
+                                     grid=L2_GRID, folds=3, seed=0, test_texts=None,
+                                     test_labels=None):
+    """The L2 weight chosen by cross-validation on the training set and scored on dev; or,
+    with a test split, chosen on dev (as the probes choose their epoch) and scored on test."""
+    if test_texts is not None:
+        by_l2 = {l2: bag_of_words_logistic_regression(
+            train_texts, train_labels, dev_texts, dev_labels, grid=(l2,))["score"]
+            for l2 in grid}
+        best = max(grid, key=lambda l2: by_l2[l2])
+        chosen = bag_of_words_logistic_regression(train_texts, train_labels, test_texts,
+                                                  test_labels, grid=(best,))
+        return {"metric": "accuracy", "score": chosen["score"], "l2": best,
+                "dev_score": by_l2[best], "dev_by_l2": {str(k): v for k, v in by_l2.items()},
+                "features": chosen["features"]}
     labels = sorted(set(train_labels))
     label_id = {label: i for i, label in enumerate(labels)}
     index = {w: i for i, w in enumerate(sorted({w for t in train_texts for w in t.split()}))}

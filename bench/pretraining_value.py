@@ -23,6 +23,10 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
   probe of each task on frozen representations (a trained scalar mix and the task head,
   `PROBE`; the probe's seed is the biLM's). At the largest budget of the run (or those of
   `--fine-tuned-at`) the probe is repeated with the biLM fine-tuned too (`--fine-tune-bilm`).
+  Each task has fixed train / dev / test splits (`bench/real_text.py`'s `probe_*`): the epoch
+  is chosen on dev, the table reports **test** at that epoch (`test`), with the last epoch's
+  beside it (`test_last_epoch`); the baselines are tuned on the same dev and scored on the
+  same test. Runs from before the splits (issue 38) hold dev scores only, marked "(dev)".
 * `--only defaults`: `elmo-tf finetune` with every default on the classification tasks for the
   largest budget's biLM of each model (first seed), with its bag of word embeddings left out
   (`elmo_alone`), and with a BiLSTM of 64 (`encoder_64`): `finetune_defaults` in the JSON.
@@ -99,11 +103,15 @@ BUDGETS = (7.5, 15.0, 30.0)  # minutes of training
 SEEDS = (0, 1)
 CALIBRATION_STEPS = 60
 PARTS = ("pretrain", "probe", "baselines", "defaults", "trend")  # trend: from the probes kept
-TASKS = {  # name: (finetune task, train key, dev key, metric)
-    "wsj_pos_tagging": ("tag", "wsj_train", "wsj_dev", "token_accuracy"),
-    "sentence_polarity": ("classify", "polarity_train", "polarity_dev", "accuracy"),
-    "uncertainty": ("classify", "uncertainty_train", "uncertainty_dev", "accuracy"),
+# name: (finetune task, train key, dev key, metric); each task's test split is the key
+# `TEST[name]`: settings and epochs are chosen on dev, the table reports test (issue 38).
+TASKS = {
+    "wsj_pos_tagging": ("tag", "probe_wsj_train", "probe_wsj_dev", "token_accuracy"),
+    "sentence_polarity": ("classify", "probe_polarity_train", "probe_polarity_dev", "accuracy"),
+    "uncertainty": ("classify", "probe_uncertainty_train", "probe_uncertainty_dev", "accuracy"),
 }
+TEST = {"wsj_pos_tagging": "probe_wsj_test", "sentence_polarity": "probe_polarity_test",
+        "uncertainty": "probe_uncertainty_test"}
 PROBE = {"epochs": 4, "patience": 2, "batch_size": 16, "encoder_units": 64,
          "learning_rate": 2e-3, "dropout": 0.5}
 # The probes measure the biLM's representations: a sentence classifier's bag of task-trained
@@ -266,8 +274,8 @@ def _finetune(paths, bilm, task, seed, output, flags):
     kind, train, dev, _ = TASKS[task]
     shutil.rmtree(output, ignore_errors=True)
     return run([*CLI, "finetune", "--task", kind, "--train", paths[train], "--dev", paths[dev],
-                "--model", bilm, "--output", output, "--seed", str(seed), *flags],
-               log=output + ".log")
+                "--test", paths[TEST[task]], "--model", bilm, "--output", output, "--seed",
+                str(seed), *flags], log=output + ".log")
 
 
 def _flags(settings):
@@ -284,11 +292,25 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
     flags = _flags({**PROBE, **(PROBE_CLASSIFY if kind == "classify" else {})})
     wall, _ = _finetune(paths, bilm, task, seed, output,
                         flags + (["--fine-tune-bilm"] if fine_tune else []))
-    results[task] = {"metric": metric,
-                     "score": _json(os.path.join(output, "dev_metrics.json"))["dev"][metric],
-                     "seconds": round(wall, 1), "bilm_sha256": digest}
-    print(name, seed, f"{budget:g}", variant, task, results[task]["score"], flush=True)
+    results[task] = {"metric": metric, **_scores(output, metric), "seconds": round(wall, 1),
+                     "bilm_sha256": digest}
+    print(name, seed, f"{budget:g}", variant, task, results[task], flush=True)
     return results[task]
+
+
+def _scores(output, metric):
+    """A finetune run's scores: `score` on dev at the epoch chosen there, and `test` at that
+    epoch; `dev_last_epoch`, `test_last_epoch` at the last."""
+    metrics = _json(os.path.join(output, "dev_metrics.json"))
+    return {"score": metrics["dev"][metric], "test": metrics["test"][metric],
+            "dev_last_epoch": metrics["dev_last_epoch"][metric],
+            "test_last_epoch": metrics["test_last_epoch"][metric]}
+
+
+def reported(entry):
+    """The score a table or trend reports of a probe: its test score, or, for runs from before
+    the test splits (issue 38), the dev score it was chosen on."""
+    return entry.get("test", entry["score"])
 
 
 def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
@@ -304,7 +326,7 @@ def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
     metric = TASKS[task][3]
     record = _json(os.path.join(output, "run.json"))
     metrics = _json(os.path.join(output, "dev_metrics.json"))
-    results[task] = {"metric": metric, "score": metrics["dev"][metric],
+    results[task] = {"metric": metric, **_scores(output, metric),
                      "best_epoch": metrics["best_epoch"], "epochs": metrics["epochs"],
                      "dev_by_epoch": [round(e[metric], 4) for e in record["epochs"]],
                      "settings": {k: v for k, v in record["settings"].items()
@@ -316,8 +338,9 @@ def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
 
 
 def baselines(paths, vocabulary):
-    """The simple baselines on the probe tasks' splits, and the n-gram models on the held-out
-    sentences with `vocabulary` (an ELMo run's vocab.txt), if there is one."""
+    """The simple baselines on the probe tasks' splits, scored on test (the bag of words' L2
+    weight chosen on dev, as the probes choose their epoch), and the n-gram models on the
+    held-out sentences with `vocabulary` (an ELMo run's vocab.txt), if there is one."""
     from bench.baselines import (
         bag_of_words_logistic_regression,
         majority_class,
@@ -329,18 +352,22 @@ def baselines(paths, vocabulary):
     out = {}
     for task, (kind, train, dev, _) in TASKS.items():
         if kind == "tag":
-            (tokens, tags), (dev_tokens, dev_tags) = read_conll(paths[train]), read_conll(
-                paths[dev])
+            (tokens, tags), (test_tokens, test_tags) = read_conll(paths[train]), read_conll(
+                paths[TEST[task]])
             out[task] = {"most_frequent_tag": most_frequent_tag(
                 [list(zip(*s)) for s in zip(tokens, tags)],
-                [list(zip(*s)) for s in zip(dev_tokens, dev_tags)])}
+                [list(zip(*s)) for s in zip(test_tokens, test_tags)])}
         else:
-            (texts, labels), (dev_texts, dev_labels) = (read_labelled_text(paths[train]),
-                                                        read_labelled_text(paths[dev]))
-            texts, dev_texts = [t[0] for t in texts], [t[0] for t in dev_texts]
-            out[task] = {"majority_class": majority_class(labels, dev_labels),
+            (texts, labels), (dev_texts, dev_labels), (test_texts, test_labels) = (
+                read_labelled_text(paths[split]) for split in (train, dev, TEST[task]))
+            texts, dev_texts, test_texts = ([t[0] for t in part]
+                                            for part in (texts, dev_texts, test_texts))
+            out[task] = {"majority_class": majority_class(labels, test_labels),
                          "bag_of_words_logistic_regression": bag_of_words_logistic_regression(
-                             texts, labels, dev_texts, dev_labels)}
+                             texts, labels, dev_texts, dev_labels, test_texts=test_texts,
+                             test_labels=test_labels)}
+        for entry in out[task].values():
+            entry["split"] = "test"
     if vocabulary and os.path.isfile(vocabulary):  # on the ELMo run's vocabulary
         out["perplexity"] = ngram_baselines(paths, vocabulary)
     return out
@@ -351,7 +378,7 @@ def table(report):
     lines = []
     tasks = list(TASKS)
     lines.append("| model | budget (min) | held-out perplexity (ELMo: forward; masked LM) | "
-                 + " | ".join(tasks) + " |")
+                 + " | ".join(f"{t} (test, at the best dev epoch)" for t in tasks) + " |")
     lines.append("| --- " * (3 + len(tasks)) + "|")
     for name, seeds in report.get("pretraining", {}).items():
         budgets = sorted({b for s in seeds.values() for b in s}, key=float)
@@ -362,14 +389,20 @@ def table(report):
             cells = [name, budget, _mean(perplexities)]
             for task in tasks:
                 for variant in ("frozen", "fine_tuned"):
-                    scores = [report["probes"][name][seed][budget][variant][task]["score"]
-                              for seed in seeds if variant in report.get("probes", {}).get(
-                                  name, {}).get(seed, {}).get(budget, {})
-                              and task in report["probes"][name][seed][budget][variant]]
+                    entries = [report["probes"][name][seed][budget][variant][task]
+                               for seed in seeds if variant in report.get("probes", {}).get(
+                                   name, {}).get(seed, {}).get(budget, {})
+                               and task in report["probes"][name][seed][budget][variant]]
+                    text = _mean([reported(e) for e in entries], 100)
+                    if entries and all("test_last_epoch" in e for e in entries):
+                        text += (" (last epoch "
+                                 f"{_mean([e['test_last_epoch'] for e in entries], 100)})")
+                    elif entries:
+                        text += " (dev)"  # a run from before the test splits
                     if variant == "frozen":
-                        cell = _mean(scores, 100)
-                    elif scores:
-                        cell += f" (fine-tuned {_mean(scores, 100)})"
+                        cell = text
+                    elif entries:
+                        cell += f"; fine-tuned {text}"
                 cells.append(cell)
             lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     base = report.get("baselines", {})
@@ -385,7 +418,7 @@ def table(report):
             for budget, variants in budgets.items():
                 for variant, tasks_done in variants.items():
                     lines.append(f"| finetune {variant}: {name}, seed {seed} | {budget} | | | "
-                                 + " | ".join(f"{100 * tasks_done[t]['score']:.1f}"
+                                 + " | ".join(f"{100 * reported(tasks_done[t]):.1f}"
                                               if t in tasks_done else "-"
                                               for t in tasks if TASKS[t][0] == "classify")
                                  + " |")
@@ -492,7 +525,7 @@ def trend(report, reference=None, variant="frozen"):
                 for budget, variants in budgets.items():
                     if task in variants.get(variant, {}):
                         by_budget.setdefault(float(budget), []).append(
-                            variants[variant][task]["score"])
+                            reported(variants[variant][task]))
             if len(by_budget) >= 3:
                 points[name] = {b: 100 * statistics.mean(v) for b, v in sorted(by_budget.items())}
         if reference not in points:
@@ -542,7 +575,7 @@ def trend(report, reference=None, variant="frozen"):
 
 def _seed_points(seeds, task, variant):
     """{seed: {minutes: score %}} of one model's probe of `task`."""
-    return {seed: {float(budget): 100 * variants[variant][task]["score"]
+    return {seed: {float(budget): 100 * reported(variants[variant][task])
                    for budget, variants in sorted(budgets.items(), key=lambda b: float(b[0]))
                    if task in variants.get(variant, {})}
             for seed, budgets in seeds.items()}

@@ -33,6 +33,13 @@ What `prepare(data_dir)` writes under `data_dir` (default `~/.cache/elmo_tf/real
   as `wordpunct` tokenizes (runs of word characters, runs of other characters), shuffled with
   seed 0, 2,400 for training and 600 for dev.
 
+* `probes/`: the same three tasks split three ways for the pre-training protocol
+  (`bench/pretraining_value.py`, issue 38: settings chosen on dev, scores reported on test):
+  `wsj_train.conll` / `wsj_dev.conll` / `wsj_test.conll` the first 700 lines, the next 150 and
+  the last 151 (dev and test lines with a tag training lacks move to training);
+  `polarity_*.tsv` 2,800 / 600 / 600 and `uncertainty_*.tsv` 2,100 / 450 / 450 of the same
+  shuffled orders (`probe_paths`).
+
 The LM corpus and the probes' data come from different texts (the reviews of v2.0 are IMDb
 reviews, the snippets of v1.0 Rotten Tomatoes quotes; the OANC and WSJ samples are distinct
 corpora), so the probe's dev sets were never seen in pre-training.
@@ -62,6 +69,8 @@ WSJ_TRAIN_LINES = 800
 POLARITY_TRAIN = 3200
 UNCERTAINTY_TRAIN = 2400
 OANC_DOCUMENT_SENTENCES = 50
+# The probes' three-way splits (train, dev; the rest is test).
+PROBE_WSJ, PROBE_POLARITY, PROBE_UNCERTAINTY = (700, 150), (2800, 600), (2100, 450)
 
 
 def fetch(data_dir=DEFAULT_DATA_DIR):
@@ -123,7 +132,8 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
 
     Returns a dict of paths: `lm_train`, `lm_heldout`, `lm_curve`, `lm_train_documents`,
     `lm_heldout_documents`, `wsj_train`, `wsj_dev`, `polarity_train`, `polarity_dev`,
-    `uncertainty_train`, `uncertainty_dev`.
+    `uncertainty_train`, `uncertainty_dev`, and the three-way splits `probe_wsj_train`,
+    `probe_wsj_dev`, `probe_wsj_test`, `probe_polarity_*`, `probe_uncertainty_*`.
     """
     paths = {"lm_train": "lm/train.txt", "lm_heldout": "lm/heldout.txt",
              "lm_curve": "lm/curve.txt", "lm_train_documents": "lm/train_documents.txt",
@@ -132,6 +142,10 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
              "polarity_train": "polarity/train.tsv", "polarity_dev": "polarity/dev.tsv",
              "uncertainty_train": "uncertainty/train.tsv",
              "uncertainty_dev": "uncertainty/dev.tsv"}
+    paths.update({f"probe_{task}_{split}": f"probes/{task}_{split}.{extension}"
+                  for task, extension in (("wsj", "conll"), ("polarity", "tsv"),
+                                          ("uncertainty", "tsv"))
+                  for split in ("train", "dev", "test")})
     paths = {key: os.path.join(data_dir, value) for key, value in paths.items()}
     if all(os.path.isfile(path) for path in paths.values()):
         return paths  # prepared (the corpora need not be there: a machine without network)
@@ -157,14 +171,12 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
 
     with open(os.path.join(corpora, "tagged-en-wsj.txt"), encoding="utf-8") as f:
         wsj = [_tagged(line) for line in f if line.strip()]
-    train, dev = wsj[:WSJ_TRAIN_LINES], wsj[WSJ_TRAIN_LINES:]
-    # A dev line with a tag training never shows (LS, SYM: a few lines) moves to training.
-    known = {tag for sentence in train for _, tag in sentence}
-    train += [s for s in dev if not {tag for _, tag in s} <= known]
-    dev = [s for s in dev if {tag for _, tag in s} <= known]
-    for key, sentences in (("wsj_train", train), ("wsj_dev", dev)):
-        _write(paths[key], [line for sentence in sentences
-                            for line in [f"{word} {tag}" for word, tag in sentence] + [""]])
+    for prefix, parts in (("wsj", (WSJ_TRAIN_LINES,)), ("probe_wsj", PROBE_WSJ)):
+        splits = _known_tags_only(_cut(wsj, parts))
+        for split, sentences in zip(("train", "dev", "test"), splits):
+            _write(paths[f"{prefix}_{split}"], [
+                line for sentence in sentences
+                for line in [f"{word} {tag}" for word, tag in sentence] + [""]])
 
     snippets = _csv_rows(os.path.join(corpora, "polarity-en-pang&lee2.csv"))
     order = np.random.default_rng(0).permutation(len(snippets))
@@ -172,6 +184,8 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
              for i in order]
     _write(paths["polarity_train"], lines[:POLARITY_TRAIN])
     _write(paths["polarity_dev"], lines[POLARITY_TRAIN:])
+    for split, part in zip(("train", "dev", "test"), _cut(lines, PROBE_POLARITY)):
+        _write(paths[f"probe_polarity_{split}"], part)
 
     sentences = _csv_rows(os.path.join(corpora, "uncertainty-conll2010.csv"))
     order = np.random.default_rng(0).permutation(len(sentences))
@@ -179,7 +193,28 @@ def prepare(data_dir=DEFAULT_DATA_DIR):
              + " ".join(re.findall(r"\w+|[^\w\s]+", sentences[i][1])) for i in order]
     _write(paths["uncertainty_train"], lines[:UNCERTAINTY_TRAIN])
     _write(paths["uncertainty_dev"], lines[UNCERTAINTY_TRAIN:])
+    for split, part in zip(("train", "dev", "test"), _cut(lines, PROBE_UNCERTAINTY)):
+        _write(paths[f"probe_uncertainty_{split}"], part)
     return paths
+
+
+def _cut(items, sizes):
+    """`items` cut into consecutive parts of `sizes`, and the rest as the last part."""
+    parts, start = [], 0
+    for size in sizes:
+        parts.append(items[start:start + size])
+        start += size
+    return parts + [items[start:]]
+
+
+def _known_tags_only(splits):
+    """The tagged splits with each dev or test line whose tags training never shows (LS, SYM:
+    a few lines) moved to training."""
+    train, *others = splits
+    known = {tag for sentence in train for _, tag in sentence}
+    moved = [s for part in others for s in part if not {tag for _, tag in s} <= known]
+    return [train + moved] + [[s for s in part if {tag for _, tag in s} <= known]
+                              for part in others]
 
 
 def main():

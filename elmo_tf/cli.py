@@ -253,6 +253,9 @@ def _parser():
                           help="or where TFDS's glue/NAME is prepared (never downloaded)")
     finetune.add_argument("--train", help="training file (classify, pair, tag)")
     finetune.add_argument("--dev", help="dev file, for early stopping (classify, pair, tag)")
+    finetune.add_argument("--test", help="test file, scored when the run ends with the best "
+                                         "dev epoch's weights and the last epoch's; never "
+                                         "chosen on (classify, pair, tag)")
     finetune.add_argument("--tokenizer", choices=["whitespace", "wordpunct"],
                           help="how raw text becomes tokens (default: as the biLM's corpus was "
                                "tokenized, from its run.json; else whitespace)")
@@ -361,7 +364,7 @@ def _finetune(args):
     from elmo_tf.training.finetuning import finetune
 
     results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
-                       tfds_data_dir=args.tfds_data_dir, train=args.train,
+                       tfds_data_dir=args.tfds_data_dir, train=args.train, test=args.test,
                        tokenizer=args.tokenizer, dev=args.dev, epochs=args.epochs,
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
@@ -370,6 +373,11 @@ def _finetune(args):
                        word_embedding_dim=args.word_embedding_dim, seed=args.seed)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
     print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
+    if "test" in results:
+        print("test (best dev epoch): " + ", ".join(f"{k} {v:.4f}"
+                                                    for k, v in results["test"].items())
+              + "; last epoch: " + ", ".join(f"{k} {v:.4f}"
+                                             for k, v in results["test_last_epoch"].items()))
     if "dev_mismatched" in results:
         print("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
                                              for k, v in results["dev_mismatched"].items()))

@@ -8,7 +8,8 @@ A fine-tuning run lives in its output directory:
 * `best.weights.h5`: the weights of the epoch with the best dev score so far;
 * when the run ends (all epochs, or `patience` epochs without a better dev score): `model.keras`
   (the best epoch's model, which `predict` and `keras.saving.load_model` read) and
-  `dev_metrics.json`.
+  `dev_metrics.json` (with a `test` file: its scores too, of the best dev epoch and of the
+  last, a test set being scored, never chosen on).
 
 Killed, the same command resumes after the last finished epoch, with the batches and dropout
 draws the uninterrupted run would have had (each epoch's depend only on the seed and the
@@ -42,7 +43,7 @@ TASKS = task_names() + tuple(f"glue/{name}" for name in GLUE_TASKS)
 
 
 def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
-             dev=None, tokenizer=None, epochs=10,
+             dev=None, test=None, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, scalar_mix_parameters=None, word_embedding_dim=None, seed=0,
              verbose="auto"):
@@ -57,6 +58,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             `elmo-tf train` run, or released files), ELMo or Masked ELMo.
         output: the run's directory (see the module docstring).
         data_dir, tfds_data_dir, train, dev: where the data is (see `task`).
+        test: a labelled file of the `train` kind (`classify`, `pair`, `tag`), scored when the
+            run ends with the best dev epoch's weights (`"test"`) and the last epoch's
+            (`"test_last_epoch"`): nothing is chosen on it, and it is not a setting of the run
+            (a finished run given one is scored, not trained again).
         tokenizer: how raw text becomes tokens (`"whitespace"` or `"wordpunct"`); by default
             the one the biLM was pre-trained with (its `run.json`), else whitespace. A tagger
             reads CoNLL tokens and always splits on whitespace.
@@ -81,8 +86,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         verbose: Keras `fit` verbosity.
 
     Returns:
-        `{"dev": {metric: score}, "best_epoch": k, "epochs": n, "output": output}` (plus
-        `"dev_mismatched"` for MNLI).
+        `{"dev": {metric: score}, "dev_last_epoch": {...}, "best_epoch": k, "epochs": n,
+        "output": output}` (plus `"dev_mismatched"` for MNLI, `"test"` and
+        `"test_last_epoch"` with `test`).
 
     Example:
     >>> finetune("glue/sst2", "runs/elmo", "runs/sst2", data_dir="glue_data")["dev"]
@@ -106,7 +112,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         if recorded is not None:  # a run resumes as it started (run.json records no 0)
             options["word_embedding_dim"] = recorded["settings"].get("word_embedding_dim", 0)
     # Checked before any model is built.
-    data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev)
+    data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test)
     tokenizer = cls.fixed_tokenizer or tokenizer or _pretraining_tokenizer(model_dir)
     settings = {"task": task, "model_dir": os.path.abspath(model_dir),
                 "data": {k: os.path.abspath(v) for k, v in
@@ -148,15 +154,21 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                       callbacks=[_DevScore(data, batch_size, record, run, checkpoints, patience,
                                            metric, seed)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
+        results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
+                   "best_epoch": best + 1, "epochs": len(record["epochs"]), "output": output}
+        if "test" in data:  # the last epoch's weights are its checkpoint's
+            model.load_weights(checkpoints.path(len(record["epochs"])))
+            results["test_last_epoch"] = _score(model, data["test"], batch_size,
+                                                data["metrics"])
         model.load_weights(os.path.join(output, "best.weights.h5"))
+        if "test" in data:
+            results["test"] = _score(model, data["test"], batch_size, data["metrics"])
 
         def write_model(tmp):
             with open(tmp, "wb") as f:
                 save_model_to_file(model, f)
 
         write_atomically(os.path.join(output, "model.keras"), write_model)
-        results = {"dev": record["epochs"][best], "best_epoch": best + 1,
-                   "epochs": len(record["epochs"]), "output": output}
         if "dev_mismatched" in data:
             results["dev_mismatched"] = _score(model, data["dev_mismatched"], batch_size,
                                                data["metrics"])
@@ -237,13 +249,15 @@ def _model_class(task):
     return task_class(task)
 
 
-def _read_data(task, cls, data_dir, tfds_data_dir, train, dev):
-    """{"train": (texts, labels), "dev": ..., "labels": names or None, "metrics": [...]}."""
+def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None):
+    """{"train": (texts, labels), "dev": ..., "test": ... (if given), "labels": names or
+    None, "metrics": [...]}."""
     if task.startswith("glue/"):
         name = task[len("glue/"):]
-        if (data_dir is None) == (tfds_data_dir is None) or train or dev:
+        if (data_dir is None) == (tfds_data_dir is None) or train or dev or test:
             raise ValueError(f"{task} reads GLUE's files from --data-dir, or TFDS's glue/{name} "
-                             "from --tfds-data-dir (one of them; not --train/--dev).")
+                             "from --tfds-data-dir (one of them; not --train/--dev/--test: "
+                             "GLUE's test sets have no labels).")
         spec = GLUE_TASKS[name]
         dev_splits = list(spec.dev_files)
         read = (lambda split: read_glue(name, data_dir, split)) if data_dir else \
@@ -260,8 +274,13 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev):
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train),
                                                             cls.read_examples(dev))
     names, train_ids, dev_ids = cls.prepare_labels(train_labels, dev_labels, train, dev)
-    return {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
+    data = {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
             "metrics": cls.metrics_for(names)}
+    if test is not None:
+        test_texts, test_labels = cls.read_examples(test)
+        data["test"] = (test_texts, cls.prepare_labels(train_labels, test_labels, train,
+                                                       test)[2])
+    return data
 
 
 def _pretraining_tokenizer(model_dir):

@@ -55,3 +55,39 @@ def test_most_frequent_tag_backs_off_by_class_and_suffix():
     # "Mary" first in its sentence is not taken for a name: its suffix decides (y: RB).
     first = most_frequent_tag(train, [[("Mary", "NNP")]])
     assert first["score"] == 0.0
+
+
+def test_with_a_test_split_the_l2_is_chosen_on_dev_and_scored_on_test():
+    """The probes' protocol (issue 38): a setting chosen on dev, the score of test. A dev set
+    whose labels are flipped must choose the L2 weight that fits the training set worst."""
+    rng = np.random.default_rng(1)
+    words = [f"w{i}" for i in range(30)]
+
+    def sample(n, flip=False):
+        labels = rng.integers(2, size=n)
+        texts = [" ".join(["good" if y else "bad", *rng.choice(words, 5)]) for y in labels]
+        return texts, [["negative", "positive"][int(y) ^ flip] for y in labels]
+
+    (train, train_y), (test, test_y) = sample(200), sample(100)
+    grid = (0.0, 1e-1, 10.0)
+    for flip in (False, True):
+        dev, dev_y = sample(100, flip)
+        result = bag_of_words_logistic_regression(train, train_y, dev, dev_y, grid=grid,
+                                                  test_texts=test, test_labels=test_y)
+        assert set(result["dev_by_l2"]) == {str(g) for g in grid}
+        assert result["l2"] == max(grid, key=lambda g: result["dev_by_l2"][str(g)])
+        assert result["dev_score"] == result["dev_by_l2"][str(result["l2"])]
+        alone = bag_of_words_logistic_regression(train, train_y, test, test_y,
+                                                 grid=(result["l2"],))
+        assert result["score"] == alone["score"]
+    assert result["l2"] == 10.0 and result["score"] < 1.0  # the flipped dev chose the worst
+
+
+def test_the_probe_splits_are_consecutive_and_move_unknown_tags_to_training():
+    from bench.real_text import _cut, _known_tags_only
+
+    assert _cut(list(range(10)), (6, 2)) == [[0, 1, 2, 3, 4, 5], [6, 7], [8, 9]]
+    train, dev, test = _known_tags_only([[[("a", "X")]], [[("b", "X")], [("c", "LS")]],
+                                         [[("d", "SYM")], [("e", "X")]]])
+    assert train == [[("a", "X")], [("c", "LS")], [("d", "SYM")]]
+    assert (dev, test) == ([[("b", "X")]], [[("e", "X")]])

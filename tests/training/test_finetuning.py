@@ -77,13 +77,15 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     assert "holds another run (run.json differs: seed: 0 then, 1 now)" in capsys.readouterr().err
 
 
-def test_early_stopping_keeps_the_best_epoch(bilm, tmp_path, capsys):
-    train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_chose_on(
+        bilm, tmp_path, capsys):
+    train, dev, test = tmp_path / "train.tsv", tmp_path / "dev.tsv", tmp_path / "test.tsv"
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
     dev.write_text("neg\tgood stuff\npos\tbad stuff\n")  # the opposite: dev gets worse
-    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
-              "--model", bilm, "--output", str(tmp_path / "run"), "--epochs", "8",
-              "--patience", "2")
+    test.write_text("pos\tgood good\nneg\tbad bad\npos\tfine and good\nneg\tdull\n")
+    out = _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
+                    "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
+                    "--epochs", "8", "--patience", "2")
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     history = [e["accuracy"] for e in record["epochs"]]
     best = int(np.argmax(history))
@@ -91,6 +93,21 @@ def test_early_stopping_keeps_the_best_epoch(bilm, tmp_path, capsys):
     assert len(history) - 1 - best <= 2
     results = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
     assert results["best_epoch"] == best + 1 and results["dev"]["accuracy"] == history[best]
+    assert results["dev_last_epoch"]["accuracy"] == history[-1]
+    assert "test" not in record["settings"]["data"]  # scored, not a setting of the run
+    # The test scores: the best dev epoch's model (model.keras) and the last epoch's weights
+    # (its checkpoint), each predicting the test file here.
+    from elmo_tf.training.finetuning import load_task_model, predict
+
+    gold = ["pos", "neg", "pos", "neg"]
+    texts = ["good good", "bad bad", "fine and good", "dull"]
+    model = load_task_model(tmp_path / "run")
+    expected = np.mean([p == g for p, g in zip(predict(model, texts), gold)])
+    assert results["test"]["accuracy"] == pytest.approx(expected)
+    model.load_weights(tmp_path / "run" / "checkpoints" / f"epoch-{len(history):03d}.weights.h5")
+    expected_last = np.mean([p == g for p, g in zip(predict(model, texts), gold)])
+    assert results["test_last_epoch"]["accuracy"] == pytest.approx(expected_last)
+    assert f"test (best dev epoch): accuracy {expected:.4f}" in out
 
 
 def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
