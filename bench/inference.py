@@ -194,8 +194,9 @@ def machine():
 
 
 def versions():
-    """The versions that ran, the commit, and whether the tracked files differed from it
-    (`dirty`: the figures then come from uncommitted code)."""
+    """The versions that ran, the commit, and whether the tracked files (bench/results/ left
+    out: a benchmark writes there as it goes) differed from it (`dirty`: the figures then come
+    from uncommitted code)."""
     def git(*args):
         try:
             return subprocess.run(["git", *args], capture_output=True, text=True,
@@ -207,8 +208,8 @@ def versions():
     return {"python": platform.python_version(), "tensorflow": tf.__version__,
             "keras": keras.__version__, "numpy": np.__version__, "elmo_tf": elmo_tf.__version__,
             "git_commit": commit,
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")) if commit
-            else None}
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "..",
+                              ":!results")) if commit else None}
 
 
 def main():

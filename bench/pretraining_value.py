@@ -307,10 +307,12 @@ def _scores(output, metric):
             "test_last_epoch": metrics["test_last_epoch"][metric]}
 
 
-def reported(entry):
-    """The score a table or trend reports of a probe: its test score, or, for runs from before
-    the test splits (issue 38), the dev score it was chosen on."""
-    return entry.get("test", entry["score"])
+def reported(entries):
+    """`(scores, split)` a table or trend reports of probes (of one model and task): their
+    test scores, or, where any of them is a run from before the test splits (issue 38), every
+    one's dev score (the one it was chosen on): never a mean of the two."""
+    split = "test" if all("test" in e for e in entries) else "score"
+    return [e[split] for e in entries], ("test" if split == "test" else "dev")
 
 
 def finetune_defaults(paths, runs, name, seed, budget, task, variant, report):
@@ -393,12 +395,13 @@ def table(report):
                                for seed in seeds if variant in report.get("probes", {}).get(
                                    name, {}).get(seed, {}).get(budget, {})
                                and task in report["probes"][name][seed][budget][variant]]
-                    text = _mean([reported(e) for e in entries], 100)
-                    if entries and all("test_last_epoch" in e for e in entries):
+                    scores, split = reported(entries)
+                    text = _mean(scores, 100)
+                    if entries and split == "test":
                         text += (" (last epoch "
                                  f"{_mean([e['test_last_epoch'] for e in entries], 100)})")
                     elif entries:
-                        text += " (dev)"  # a run from before the test splits
+                        text += " (dev)"  # runs from before the test splits
                     if variant == "frozen":
                         cell = text
                     elif entries:
@@ -418,7 +421,7 @@ def table(report):
             for budget, variants in budgets.items():
                 for variant, tasks_done in variants.items():
                     lines.append(f"| finetune {variant}: {name}, seed {seed} | {budget} | | | "
-                                 + " | ".join(f"{100 * reported(tasks_done[t]):.1f}"
+                                 + " | ".join(f"{100 * reported([tasks_done[t]])[0][0]:.1f}"
                                               if t in tasks_done else "-"
                                               for t in tasks if TASKS[t][0] == "classify")
                                  + " |")
@@ -454,11 +457,12 @@ def saturating_fit(minutes, scores):
 
 
 def shared_asymptote_fit(points, exponents=EXPONENTS[1::2]):
-    """The least-squares curves of two or more models that share one asymptote:
+    """The least-squares curves of two models that share one asymptote:
     `score_m = A - B_m * minutes**-alpha_m` (`points`: {model: {minutes: score}}), the exponents
     on a grid (every other one of `EXPONENTS`, for every pair). {"asymptote": A, "fits":
-    {model: {"asymptote", "scale", "exponent"}}, "rss": ...}. Two models on one ceiling meet
-    only where the one behind has the larger exponent."""
+    {model: {"asymptote", "scale", "exponent", "saturates"}}, "rss": ...}, `saturates` as in
+    `saturating_fit` (a positive scale, an exponent inside the grid). Two models on one
+    ceiling meet only where the one behind has the larger exponent."""
     names = list(points)
     if len(names) != 2:
         raise ValueError(f"a shared-asymptote fit takes two models; got {names}")
@@ -478,7 +482,8 @@ def shared_asymptote_fit(points, exponents=EXPONENTS[1::2]):
     rss, (a, *scales), exponents_found = best
     return {"asymptote": round(float(a), 4), "rss": round(rss, 6),
             "fits": {n: {"asymptote": round(float(a), 4), "scale": round(float(b), 4),
-                         "exponent": e, "saturates": bool(b > 0)}
+                         "exponent": e,
+                         "saturates": bool(b > 0 and exponents[0] < e < exponents[-1])}
                      for n, b, e in zip(names, scales, exponents_found)}}
 
 
@@ -518,16 +523,15 @@ def trend(report, reference=None, variant="frozen"):
         return probes.get(name, {})
 
     for task in TASKS:
-        points = {}
+        points, splits = {}, {}
         for name, seeds in probes.items():
             by_budget = {}
-            for budgets in seeds.values():
-                for budget, variants in budgets.items():
-                    if task in variants.get(variant, {}):
-                        by_budget.setdefault(float(budget), []).append(
-                            reported(variants[variant][task]))
+            for budgets in _seed_points(seeds, task, variant).values():
+                for budget, score in budgets.items():
+                    by_budget.setdefault(budget, []).append(score)
             if len(by_budget) >= 3:
-                points[name] = {b: 100 * statistics.mean(v) for b, v in sorted(by_budget.items())}
+                points[name] = {b: statistics.mean(v) for b, v in sorted(by_budget.items())}
+                splits[name] = _split(seeds, task, variant)
         if reference not in points:
             continue
 
@@ -555,6 +559,7 @@ def trend(report, reference=None, variant="frozen"):
         fits, crossings = estimate()
         out[task] = {"points": {name: {f"{b:g}": round(v, 2) for b, v in p.items()}
                                 for name, p in points.items()},
+                     "split": splits,
                      "fits": fits, "crossover_minutes": crossings,
                      "leave_one_budget_out": {},
                      "verdict": {name: _verdict(name, reference, points, fits, crossings,
@@ -573,9 +578,21 @@ def trend(report, reference=None, variant="frozen"):
             "reference": reference, "tasks": out}
 
 
+def _entries(seeds, task, variant):
+    return [variants[variant][task] for budgets in seeds.values()
+            for variants in budgets.values() if task in variants.get(variant, {})]
+
+
+def _split(seeds, task, variant):
+    """The split one model's probes of `task` are reported on (`reported`)."""
+    return reported(_entries(seeds, task, variant))[1]
+
+
 def _seed_points(seeds, task, variant):
-    """{seed: {minutes: score %}} of one model's probe of `task`."""
-    return {seed: {float(budget): 100 * reported(variants[variant][task])
+    """{seed: {minutes: score %}} of one model's probe of `task`, on one split for all
+    (`reported`)."""
+    key = "test" if _split(seeds, task, variant) == "test" else "score"
+    return {seed: {float(budget): 100 * variants[variant][task][key]
                    for budget, variants in sorted(budgets.items(), key=lambda b: float(b[0]))
                    if task in variants.get(variant, {})}
             for seed, budgets in seeds.items()}
@@ -621,9 +638,12 @@ def _verdict(name, reference, points, fits, crossings, seed_points, reference_se
                 saturating_fit(list(theirs), list(theirs.values())))
     verdict["estimates"] = estimates
     numbers = [v for v in estimates.values() if isinstance(v, (int, float))]
-    verdict["crossover_minutes"] = (
-        [min(numbers), max(numbers)] if len(numbers) == len(estimates) and len(estimates) > 1
-        else "not determined")
+    if len(estimates) > 1 and len(numbers) == len(estimates):
+        verdict["crossover_minutes"] = [min(numbers), max(numbers)]
+    elif len(estimates) > 1 and all(v is None for v in estimates.values()):
+        verdict["crossover_minutes"] = f"none within {CROSSOVER_REACH}x the largest budget"
+    else:
+        verdict["crossover_minutes"] = "not determined"
     return verdict
 
 

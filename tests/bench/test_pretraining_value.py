@@ -208,3 +208,31 @@ def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
     uneven = trend(report)["tasks"]["wsj_pos_tagging"]
     assert set(uneven["leave_one_budget_out"]["7.5"]["asymptotes"]) == {"masked_elmo"}
     assert uneven["leave_one_budget_out"]["7.5"]["crossover_minutes"] == {}
+
+
+def test_probes_are_reported_on_test_unless_a_run_has_only_dev_and_never_mixed():
+    from bench.pretraining_value import reported
+
+    new = {"score": 0.80, "test": 0.78, "test_last_epoch": 0.77}
+    old = {"score": 0.81}  # a run from before the test splits
+    assert reported([new, dict(new, test=0.70)]) == ([0.78, 0.70], "test")
+    assert reported([new, old]) == ([0.80, 0.81], "dev")
+
+
+def test_a_model_no_reading_brings_to_the_reference_is_said_to_never_arrive():
+    from bench.pretraining_value import trend
+
+    minutes = [7.5, 15, 30, 60]
+
+    def probes(asymptote, seeds=("0", "1")):
+        return {seed: {f"{m:g}": {"frozen": {"uncertainty": {
+            "score": (asymptote - 100 * m ** -1.0 + 0.1 * int(seed)) / 100,
+            "test": (asymptote - 100 * m ** -1.0 + 0.1 * int(seed)) / 100}}} for m in minutes}
+            for seed in seeds}
+
+    report = {"probes": {"elmo": probes(75.0), "masked_elmo": probes(70.0)}}
+    verdict = trend(report)["tasks"]["uncertainty"]["verdict"]["masked_elmo"]
+    assert set(verdict["estimates"].values()) == {None}
+    assert verdict["crossover_minutes"] == "none within 100x the largest budget"
+    assert trend(report)["tasks"]["uncertainty"]["split"] == {"elmo": "test",
+                                                              "masked_elmo": "test"}
