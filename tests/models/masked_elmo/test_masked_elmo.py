@@ -245,6 +245,17 @@ def test_the_cloze_loss_predicts_each_token_from_the_first_layers_halves_around_
     np.testing.assert_array_equal(rows[0, 2], rows[1, 2])
     assert np.abs(rows[0, 1] - rows[1, 1]).max() > 0  # token 1's backward half has read it
     assert np.abs(rows[0, 3] - rows[1, 3]).max() > 0  # token 3's forward half has read it
+    # A shorter row in a padded batch: its tokens' rows are those of the sentence alone (the
+    # backward half of its last token sits on its own </S>, not on padding).
+    padded = model({"char_ids": tokens_to_char_ids([["a", "b", "c", "d"], ["a", "b"]])})
+    alone = model({"char_ids": tokens_to_char_ids([["a", "b"]])})
+
+    def cloze_rows(first_layer):
+        first_layer = first_layer.numpy()
+        return np.concatenate([first_layer[:, :-2, :half], first_layer[:, 2:, half:]], -1)
+
+    np.testing.assert_allclose(cloze_rows(padded["first_layer"])[1, :2],
+                               cloze_rows(alone["first_layer"])[0], atol=1e-6)
     # The loss against NumPy (full softmax: 20 words, 64 negatives).
     targets = {"targets": np.array([[-1, 4, -1, -1], [-1, -1, -1, 7]], np.int32),
                "cloze_targets": np.array([[3, 4, 5, 6], [3, 4, 9, -1]], np.int32)}
