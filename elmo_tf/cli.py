@@ -167,6 +167,9 @@ def _parser():
                         help="passes over the corpus in all (a resumed run trains what is left)")
     length.add_argument("--steps", type=_positive_int,
                         help="optimizer steps in all (a resumed run trains what is left)")
+    length.add_argument("--minutes", type=_positive_float,
+                        help="a wall-clock budget: train until this many minutes in all "
+                             "(recorded in run.json; a resumed run trains what is left)")
     train.add_argument("--checkpoint-every", type=_positive_int, metavar="STEPS",
                        help="steps between checkpoints (default: an epoch, at most 1000)")
     train.add_argument("--mixed-precision", choices=[k for k in MIXED_PRECISION if k],
@@ -336,6 +339,16 @@ def _positive_int(text):
     return value
 
 
+def _positive_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number; got {text!r}") from None
+    if not (value > 0 and value != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a positive number; got {text!r}")
+    return value
+
+
 def _non_negative_int(text):
     value = int(text)
     if value < 0:
@@ -452,11 +465,14 @@ def _train(args):
     strategy = training.make_strategy(args.strategy, args.cpu_replicas)  # before TF starts
     results = training.train(
         args.recipe, args.corpus, args.output, vocabulary=args.vocab, strategy=strategy,
-        epochs=args.epochs, steps=args.steps, seed=args.seed,
+        epochs=args.epochs, steps=args.steps, minutes=args.minutes, seed=args.seed,
         mixed_precision=args.mixed_precision, validation=args.validation,
         checkpoint_every=args.checkpoint_every, tokenizer=args.tokenizer or "whitespace",
         tfds_data_dir=args.tfds_data_dir, xla=args.xla)
-    print(f"trained {results['steps']} steps; wrote {args.output}/options.json, weights.hdf5, "
+    spent = (f" in {results['trained_minutes']:g} minutes" if "trained_minutes" in results
+             else "")
+    print(f"trained {results['steps']} steps{spent}; wrote {args.output}/options.json, "
+          "weights.hdf5, "
           "vocab.txt")
     if "validation" in results:
         family = training.RunDirectory(args.output).recipe().family

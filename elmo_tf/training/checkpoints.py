@@ -5,6 +5,7 @@ removed."""
 import contextlib
 import glob
 import logging
+import math
 import os
 import re
 
@@ -80,8 +81,10 @@ class CheckpointFiles:
 
 
 class Checkpoint(keras.callbacks.Callback):
-    """Saves model + optimizer at every Keras epoch end (a checkpoint interval) into
-    `directory`, numbered by step (`CheckpointFiles`); keeps the last two."""
+    """Saves model + optimizer at every Keras epoch end (a checkpoint interval, or the part of
+    one a callback stopped) into `directory`, numbered by step (`CheckpointFiles`); keeps the
+    last two. An interval whose loss is NaN or infinite (`TerminateOnNaN`) is not saved: the
+    last good checkpoint stays the newest."""
 
     def __init__(self, directory, keep=2):
         super().__init__()
@@ -89,7 +92,7 @@ class Checkpoint(keras.callbacks.Callback):
         self.files, self.keep = CheckpointFiles(directory), keep
 
     def on_epoch_end(self, epoch, logs=None):
-        if self.model.stop_training:  # TerminateOnNaN: keep the last good checkpoint
+        if not math.isfinite((logs or {}).get("loss", 0.0)):
             return
         self.files.save(self.model, int(self.model.optimizer.iterations.numpy()), self.keep)
 

@@ -22,6 +22,7 @@ import contextlib
 import logging
 import math
 import os
+import time
 import warnings
 
 import keras
@@ -42,7 +43,7 @@ logger = logging.getLogger("elmo_tf")
 
 
 def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None, steps=None,
-          seed=0, mixed_precision=None, validation=None, checkpoint_every=None,
+          minutes=None, seed=0, mixed_precision=None, validation=None, checkpoint_every=None,
           tokenizer="whitespace", tfds_data_dir=None, xla=None, verbose="auto"):
     """Pre-trains the recipe's model on `corpus` into `output`, resuming a killed run there.
 
@@ -60,6 +61,11 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
         epochs: passes over the corpus (default: the recipe's). `steps` instead: optimizer steps.
             Either is the run's total: a resumed run trains what is left (`checkpoint_plan`).
+        minutes: instead of `epochs` or `steps`, a wall-clock budget: the run trains (the
+            corpus read again as often as it takes) until this many minutes of `fit` have
+            passed in all, then checkpoints and writes its outputs. run.json records the budget
+            and the seconds trained up to each checkpoint, so a killed run resumes with what
+            is left of it, and a run given a larger budget goes on.
         seed: seeds the initialisation, dropout, sampling and the batch order.
         mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
             softmax and loss stay float32).
@@ -86,8 +92,12 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if mixed_precision not in MIXED_PRECISION:
         raise ValueError(f"mixed_precision must be one of {list(MIXED_PRECISION)}; got "
                          f"{mixed_precision!r}.")
-    if epochs is not None and steps is not None:
-        raise ValueError("give epochs or steps, not both.")
+    if sum(v is not None for v in (epochs, steps, minutes)) > 1:
+        raise ValueError("give one of epochs, steps and minutes.")
+    if minutes is not None and not (isinstance(minutes, (int, float))
+                                    and not isinstance(minutes, bool)
+                                    and math.isfinite(minutes) and minutes > 0):
+        raise ValueError(f"minutes must be a positive number; got {minutes!r}.")
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     if recipe.batch_size % (replicas * recipe.masks_per_sentence):
@@ -105,11 +115,12 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         corpus_identity(validation, tfds_data_dir)
     with run.opened():
         return _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps,
-                      seed, mixed_precision, validation, checkpoint_every, read, xla, verbose)
+                      minutes, seed, mixed_precision, validation, checkpoint_every, read, xla,
+                      verbose)
 
 
-def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps, seed,
-           mixed_precision, validation, checkpoint_every, read, xla, verbose):
+def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps, minutes,
+           seed, mixed_precision, validation, checkpoint_every, read, xla, verbose):
     """`train`'s run, in its opened (locked) directory."""
     output = run.path
     replicas = strategy.num_replicas_in_sync
@@ -125,20 +136,36 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
     every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
-    run.write_record({"settings": settings, "corpus_size": size,
-                      "steps_per_epoch": steps_per_epoch, "best_perplexity": best,
-                      "xla": xla, "xla_compiled": compiled})
+    record = {"settings": settings, "corpus_size": size, "steps_per_epoch": steps_per_epoch,
+              "best_perplexity": best, "xla": xla, "xla_compiled": compiled}
+    if minutes is not None:
+        record.update(minutes=minutes,
+                      trained_seconds=(previous or {}).get("trained_seconds", 0.0))
+    run.write_record(record)
 
     with strategy.scope():
         lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision],
                                   xla=compiled)
         lm.optimizer.build(lm.trainable_variables)
     done = restore(lm, run.checkpoints, strategy)
-    first, intervals, interval = checkpoint_plan(total, every, done)
-    if done >= total:
-        logger.info("%s has already trained its %d steps (%d asked); writing its outputs "
-                    "again", output, done, total)
-    elif done:
+    budget = None
+    if minutes is None:
+        first, intervals, interval = checkpoint_plan(total, every, done)
+        finished = done >= total
+        if finished:
+            logger.info("%s has already trained its %d steps (%d asked); writing its outputs "
+                        "again", output, done, total)
+    else:
+        if not done:
+            record["trained_seconds"] = 0.0  # seconds of checkpoints that are gone
+        budget = TimeBudget(minutes * 60, record["trained_seconds"], run, record)
+        first, interval = done // every, every
+        finished = budget.spent()
+        intervals = first if finished else first + UNBOUNDED_INTERVALS
+        if finished:
+            logger.info("%s has already trained its %g minutes (%.1f trained); writing its "
+                        "outputs again", output, minutes, record["trained_seconds"] / 60)
+    if done and not finished:
         logger.info("resuming %s at step %d from %s", output, done, run.checkpoints)
 
     dataset = _training_dataset(corpus, vocab, recipe, read, strategy, seed, done,
@@ -153,15 +180,19 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         validation_data = evaluation_dataset(validation, vocab, recipe, read,
                                              pad_to_buckets=lm.xla)
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
+    if budget is not None:
+        callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
         # batch's record_if (step % update_freq == 0): a batch frequency that does not divide
         # the interval drops them. The largest divisor of the interval up to 50 keeps them.
         log_every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=log_every))
-    logger.info("%s: %d steps (%d per pass over the corpus, %d pairs of %d sentences), "
-                "checkpoint every %d steps", recipe.name, done + (intervals - first) * interval,
-                steps_per_epoch, pairs, size["sentences"], interval)
+    length = (f"{done + (intervals - first) * interval} steps" if budget is None else
+              f"{minutes:g} minutes ({budget.left() / 60:.1f} left)")
+    logger.info("%s: %s (%d steps per pass over the corpus, %d pairs of %d sentences), "
+                "checkpoint every %d steps", recipe.name, length, steps_per_epoch, pairs,
+                size["sentences"], interval)
     with quiet_end_of_data():
         history = lm.fit(dataset, epochs=intervals, initial_epoch=first,
                          steps_per_epoch=interval, validation_data=validation_data,
@@ -170,12 +201,14 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     # The losses only: a metric of nothing counted (a held-out masking that selected no token)
     # is NaN without anything having gone wrong.
     if any(not math.isfinite(logs[k]) for k in ("loss", "val_loss") if k in logs) \
-            or lm.stop_training:
+            or (lm.stop_training and not (budget and budget.spent())):
         raise FloatingPointError(
             f"training stopped: the loss became NaN or infinite ({logs}); the last good "
             f"checkpoint is in {run.checkpoints}. Lower the recipe's learning_rate or try "
             "without mixed precision.")
     results = {"steps": int(lm.optimizer.iterations.numpy()), "train": logs}
+    if budget is not None:
+        results["trained_minutes"] = round(record["trained_seconds"] / 60, 2)
     if validation is not None:
         results["validation"] = {k[len("val_"):]: v for k, v in logs.items()
                                  if k.startswith("val_")}
@@ -188,6 +221,43 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     return results
 
 
+
+
+# A run with a time budget plans this many checkpoint intervals: more than it can train.
+UNBOUNDED_INTERVALS = 10**6
+
+
+class TimeBudget(keras.callbacks.Callback):
+    """Stops `fit` once `seconds` of training have passed in all, `already` of them in earlier
+    processes (the first batch's tracing and compilation included), and records in the run's
+    record (`run.json`) the seconds trained up to each checkpoint saved (`Checkpoint` saves
+    the interval it stops)."""
+
+    def __init__(self, seconds, already, run, record):
+        super().__init__()
+        self.seconds, self.already, self.run, self.record = seconds, already, run, record
+        self.began = None
+
+    def elapsed(self):
+        return self.already + (0.0 if self.began is None else time.monotonic() - self.began)
+
+    def spent(self):
+        return self.elapsed() >= self.seconds
+
+    def left(self):
+        return max(0.0, self.seconds - self.elapsed())
+
+    def on_train_begin(self, logs=None):
+        self.began = time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self.spent():
+            self.model.stop_training = True
+
+    def on_epoch_end(self, epoch, logs=None):
+        if math.isfinite((logs or {}).get("loss", 0.0)):  # Checkpoint saved it
+            self.record["trained_seconds"] = round(self.elapsed(), 1)
+            self.run.write_record(self.record)
 
 
 def checkpoint_plan(total, every, done=0):

@@ -2,6 +2,7 @@
 input gives clear errors."""
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -57,6 +58,36 @@ def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(train
     for logs in (results["validation"], results["train"],  # full softmax, no dropout
                  training.evaluate(output, corpus["heldout"])):
         assert np.exp(logs["loss"]) == pytest.approx(logs["perplexity"], rel=1e-5), logs
+
+
+def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(corpus, tmp_path,
+                                                                              caplog):
+    """`minutes`: the run stops once that much of `fit` has passed (checkpointed where it
+    stops, the seconds recorded), a rerun of a spent budget trains nothing, and a larger
+    budget resumes with what is left of it."""
+    import json
+    import logging
+
+    output = tmp_path / "run"
+    first = training.train(RECIPE, corpus["train"], str(output), minutes=0.1,
+                           checkpoint_every=1000, verbose=0)
+    record = json.loads((output / "run.json").read_text())
+    assert record["minutes"] == 0.1 and 6.0 <= record["trained_seconds"] < 60
+    assert first["steps"] >= 1 and first["trained_minutes"] == pytest.approx(
+        record["trained_seconds"] / 60, abs=0.01)
+    checkpoints = sorted(os.listdir(output / "checkpoints"))
+    assert checkpoints[-1] == f"ckpt-{first['steps']:09d}.weights.h5"  # where it stopped
+    with caplog.at_level(logging.INFO, logger="elmo_tf"):
+        again = training.train(RECIPE, corpus["train"], str(output), minutes=0.1, verbose=0)
+    assert again["steps"] == first["steps"] and "already trained its 0.1 minutes" in caplog.text
+    more = training.train(RECIPE, corpus["train"], str(output), minutes=0.25,
+                          checkpoint_every=1000, verbose=0)
+    assert more["steps"] > first["steps"]
+    assert json.loads((output / "run.json").read_text())["trained_seconds"] >= 15.0
+    with pytest.raises(ValueError, match="one of epochs, steps and minutes"):
+        training.train(RECIPE, corpus["train"], str(output), minutes=1, steps=5)
+    with pytest.raises(ValueError, match="minutes must be a positive number"):
+        training.train(RECIPE, corpus["train"], str(output), minutes=0)
 
 
 def test_tensorboard_logs_have_the_validation_of_every_checkpoint(trained):
