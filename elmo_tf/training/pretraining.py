@@ -65,7 +65,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             corpus read again as often as it takes) until this many minutes of `fit` have
             passed in all, then checkpoints and writes its outputs. run.json records the budget
             and the seconds trained up to each checkpoint, so a killed run resumes with what
-            is left of it, and a run given a larger budget goes on.
+            is left of it, and a run given a larger budget goes on. One worker only (with or
+            without a `MirroredStrategy`): a multi-worker run takes `steps`.
         seed: seeds the initialisation, dropout, sampling and the batch order.
         mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
             softmax and loss stay float32).
@@ -99,6 +100,10 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                                     and math.isfinite(minutes) and minutes > 0):
         raise ValueError(f"minutes must be a positive number; got {minutes!r}.")
     strategy = strategy or tf.distribute.get_strategy()
+    if minutes is not None and is_multi_worker(strategy):
+        raise ValueError("minutes (a wall-clock budget) is for one worker: each worker's clock "
+                         "would stop it at another step, and the others would wait for it "
+                         "forever; give steps (--steps) to a multi-worker run.")
     replicas = strategy.num_replicas_in_sync
     if recipe.batch_size % (replicas * recipe.masks_per_sentence):
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "

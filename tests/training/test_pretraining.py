@@ -90,6 +90,16 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
         training.train(RECIPE, corpus["train"], str(output), minutes=0)
 
 
+def test_a_time_budget_is_refused_under_multi_worker_training(corpus, tmp_path, monkeypatch):
+    """Each worker's clock would stop it at another step, the others waiting in a collective."""
+    from elmo_tf.training import pretraining
+
+    monkeypatch.setattr(pretraining, "is_multi_worker", lambda strategy: True)
+    with pytest.raises(ValueError, match="minutes .* is for one worker"):
+        training.train(RECIPE, corpus["train"], str(tmp_path / "run"), minutes=1)
+    assert not (tmp_path / "run").exists()
+
+
 def test_tensorboard_logs_have_the_validation_of_every_checkpoint(trained):
     # One 60-step interval: Keras drops an epoch's metrics when its batch logging frequency
     # does not divide the interval (50 did not).
