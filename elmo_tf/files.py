@@ -24,7 +24,7 @@ _HOST = (re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host")[:24]
 # it are ever cleaned up (`remove_stale_temporaries`), so a user's `notes.2024.tmp` is never
 # taken for one.
 _MARK = "elmo-tf"
-_TEMPORARY = r"\.elmo-tf-[A-Za-z0-9-]+-\d+-[A-Za-z0-9_]+\.tmp"
+_TEMPORARY = rf"\.{re.escape(_MARK)}-[A-Za-z0-9-]+-\d+-[A-Za-z0-9_]+\.tmp"
 
 
 def temporary_prefix(name):
@@ -104,14 +104,18 @@ def remove_stale_temporaries(directory, name=None):
                 continue
             path = os.path.join(directory, entry)
             try:
-                if _is_locked(path):
-                    continue
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    os.remove(path)
+                if not _is_locked(path):
+                    remove_path(path)
             except OSError:  # gone meanwhile, or another user's (not ours to remove)
                 continue
+
+
+def remove_path(path):
+    """Removes the file, link or directory (with what it holds) at `path`."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        os.remove(path)
 
 
 def _is_locked(path):

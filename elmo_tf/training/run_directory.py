@@ -21,7 +21,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity
 from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_corpus
@@ -29,6 +28,7 @@ from elmo_tf.data.vocabulary_counts import build_vocabulary
 from elmo_tf.files import (
     exclusive_lock,
     read_json,
+    remove_path,
     remove_stale_temporaries,
     write_json_atomically,
 )
@@ -246,10 +246,6 @@ def _remove_all_but(directory, kept):
     released)."""
     for entry in os.listdir(directory):
         path = os.path.join(directory, entry)
-        if path == kept:
-            continue
-        if os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-        else:
+        if path != kept:
             with contextlib.suppress(OSError):
-                os.remove(path)
+                remove_path(path)
