@@ -278,7 +278,12 @@ def _parser():
     finetune.add_argument("--word-embedding-dim", type=_non_negative_int, metavar="N",
                           help="classify and GLUE's single-sentence tasks: a bag of word "
                                "embeddings trained on the task beside ELMo (64; 0: ELMo alone)")
-    finetune.add_argument("--seed", type=int, default=0)
+    finetune.add_argument("--seed", type=int, default=0,
+                          help="initialisation, dropout and batch order (default 0)")
+    finetune.add_argument("--xla", choices=XLA_MODES, default="auto",
+                          help="compile the task model's numeric part with XLA, the text "
+                               "read in the input pipeline: auto (the default) = on when the "
+                               "device is a GPU, off on CPUs")
     finetune.set_defaults(run=_finetune)
 
     predict = commands.add_parser(
@@ -383,7 +388,8 @@ def _finetune(args):
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm,
                        scalar_mix_parameters=args.scalar_mix_parameters,
-                       word_embedding_dim=args.word_embedding_dim, seed=args.seed)
+                       word_embedding_dim=args.word_embedding_dim, seed=args.seed,
+                       xla=args.xla)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
     print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
     if "test" in results:

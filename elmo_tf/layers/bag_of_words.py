@@ -1,4 +1,4 @@
-"""`BagOfWords`: string tokens -> the mean of task-trained word embeddings (hashed words)."""
+"""`BagOfWords`: word ids -> the mean of task-trained word embeddings."""
 
 import keras
 import tensorflow as tf
@@ -6,10 +6,10 @@ import tensorflow as tf
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class BagOfWords(keras.layers.Layer):
-    """String tokens `[batch, time]`, right-padded with `""` -> `[batch, dim]`: the mean of one
-    trained embedding row per real token (zeros for a sentence with none). Words are hashed
-    into `buckets - 1` rows (`tf.strings.to_hash_bucket_fast`, a core op, so a SavedModel
-    serves it; no vocabulary file); padding (`""`) looks up row 0 and is weighted 0.
+    """Word ids `[batch, time]` (`HashedWords`'s: words hashed into `1 .. buckets - 1`,
+    padding 0) -> `[batch, dim]`: the mean of one trained embedding row per real word (zeros
+    for a sentence with none); padding looks up row 0 and is weighted 0. Numeric only, so it
+    compiles with XLA (the hashing, a string op, is `HashedWords`'s, in the input pipeline).
 
     The task models' context-free word features, learned on the task's labels alone: what the
     ELMo paper's task models concatenate ELMo with (their `x_k`, GloVe there), and the
@@ -18,12 +18,12 @@ class BagOfWords(keras.layers.Layer):
 
     Args:
         dim: the embedding's size.
-        buckets: rows of the hashed embedding (2**16: a few collisions in a task vocabulary of
-            tens of thousands of words).
+        buckets: rows of the embedding, `HashedWords`'s `buckets` (2**16: a few collisions in a
+            task vocabulary of tens of thousands of words).
 
     Example:
-    >>> bag = BagOfWords(dim=8)
-    >>> bag(tf.constant([["a", "fine", "film"], ["dull", "", ""]])).shape
+    >>> ids = HashedWords()(tf.constant([["a", "fine", "film"], ["dull", "", ""]]))
+    >>> BagOfWords(dim=8)(ids).shape
     TensorShape([2, 8])
     """
 
@@ -35,7 +35,6 @@ class BagOfWords(keras.layers.Layer):
                                  f"{value!r}.")
         self.dim = dim
         self.buckets = buckets
-        self.supports_jit = False  # string ops (the hashing) do not compile with XLA
         self.embedding = keras.layers.Embedding(
             buckets, dim, embeddings_initializer=keras.initializers.RandomUniform(-0.05, 0.05),
             dtype=self.dtype_policy, name="embedding")
@@ -44,16 +43,14 @@ class BagOfWords(keras.layers.Layer):
         self.embedding.build((None, None))
         self.built = True
 
-    def call(self, tokens):
-        tokens = tf.convert_to_tensor(tokens)
-        if tokens.dtype != tf.string:
-            raise TypeError(f"BagOfWords takes string tokens [batch, time]; got "
-                            f"{tokens.dtype.name}.")
-        if tokens.shape.rank != 2:
-            raise ValueError(f"BagOfWords takes string tokens [batch, time]; got shape "
-                             f"{tokens.shape}.")
-        real = tf.not_equal(tokens, "")
-        ids = tf.where(real, tf.strings.to_hash_bucket_fast(tokens, self.buckets - 1) + 1, 0)
+    def call(self, ids):
+        ids = tf.convert_to_tensor(ids)
+        if not ids.dtype.is_integer:
+            raise TypeError(f"BagOfWords takes integer word ids [batch, time] (HashedWords's); "
+                            f"got {ids.dtype.name}.")
+        if ids.shape.rank != 2:
+            raise ValueError(f"BagOfWords takes word ids [batch, time]; got shape {ids.shape}.")
+        real = tf.not_equal(ids, 0)
         vectors = self.embedding(ids)
         weights = tf.cast(real, vectors.dtype)[:, :, None]
         count = tf.maximum(tf.reduce_sum(weights, axis=1), tf.ones([], vectors.dtype))

@@ -31,6 +31,7 @@ class TextTokenizer(keras.layers.Layer):
                              f"(core TensorFlow ops); got {tokenizer!r}.")
         self.tokenizer = tokenizer
         self._split = get_tokenizer(tokenizer)
+        self.supports_jit = False  # string ops do not compile with XLA
 
     def call(self, texts):
         texts = tf.convert_to_tensor(texts)

@@ -39,11 +39,14 @@ class TokensToCharIds(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_characters_per_token = max_characters_per_token
         self.supports_masking = True
-        self.supports_jit = False  # string ops do not compile with XLA
         keep_input_dtypes(self)  # no cast to int32: wrong dtypes get a clear error
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(as_tensor(inputs), *args, **kwargs)
+        inputs = as_tensor(inputs)
+        # String ops do not compile with XLA; char ids pass through, which compiles. Called
+        # on strings once (a functional model's graph), the layer says so for good.
+        self.supports_jit = self.supports_jit and not is_strings(inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs):
         if not is_strings(inputs):

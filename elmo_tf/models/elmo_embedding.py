@@ -3,7 +3,7 @@
 import keras
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.text.char_ids import as_tensor
+from elmo_tf.text.char_ids import as_tensor, is_strings
 from elmo_tf.layers.projected_lstm import removed_implementation
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
@@ -69,7 +69,6 @@ class ElmoEmbedding(keras.layers.Layer):
                       dtype=self.dtype_policy, name=f"scalar_mix_{i}")
             for i in range(self.num_output_representations)]
         self.supports_masking = True
-        self.supports_jit = False  # string inputs go through string ops, which XLA cannot compile
 
     @property
     def fine_tune(self):
@@ -124,7 +123,11 @@ class ElmoEmbedding(keras.layers.Layer):
             mix.build((None, self.backbone.num_layers, None, self.backbone.output_dim))
 
     def __call__(self, inputs, *args, **kwargs):
-        return super().__call__(as_tensor(inputs), *args, **kwargs)  # Keras layers take tensors
+        inputs = as_tensor(inputs)  # Keras layers take tensors
+        # String tokens go through string ops, which XLA cannot compile; char ids compile (a
+        # task model's numeric part). Called on strings once, the layer says so for good.
+        self.supports_jit = self.supports_jit and not is_strings(inputs)
+        return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None):
         return self.mix(self.backbone(self.preprocessor(inputs), training=training), training)

@@ -29,9 +29,11 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import check_non_negative_int, check_positive_ints
+from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import read_json, write_atomically, write_json_atomically
 from elmo_tf.keras_compat import save_model_to_file
+from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
@@ -46,7 +48,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
              dev=None, test=None, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, scalar_mix_parameters=None, word_embedding_dim=None, seed=0,
-             verbose="auto"):
+             xla="auto", verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
 
     Args:
@@ -83,12 +85,18 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             defaults"); 0 leaves it out (ELMo alone). Other tasks have none. A run resumed
             without it keeps what it started with.
         seed: initialisation, dropout and batch order.
+        xla: compile training and scoring with XLA: `"on"`, `"off"`, or `"auto"` (on where
+            the device is a GPU: `use_xla`). Compiled, the raw text goes through the model's
+            preprocessor in the input pipeline and its numeric part trains (`split`), each text's
+            features padded to its length's bucket (`bucket_length`, as pre-training's
+            batches): one compilation per bucket and batch size. The same model and scores
+            (up to float rounding); not a setting of the run (a resumed run may change it).
         verbose: Keras `fit` verbosity.
 
     Returns:
         `{"dev": {metric: score}, "dev_last_epoch": {...}, "best_epoch": k, "epochs": n,
-        "output": output}` (plus `"dev_mismatched"` for MNLI, `"test"` and
-        `"test_last_epoch"` with `test`).
+        "xla": compiled or not, "output": output}` (plus `"dev_mismatched"` for MNLI, `"test"`
+        and `"test_last_epoch"` with `test`).
 
     Example:
     >>> finetune("glue/sst2", "runs/elmo", "runs/sst2", data_dir="glue_data")["dev"]
@@ -99,6 +107,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     check_positive_ints(epochs=epochs, patience=patience, batch_size=batch_size,
                         encoder_units=encoder_units)
     cls = _model_class(task)
+    compiled = use_xla(xla)
     options = dict(cls.finetune_options)
     if word_embedding_dim is not None:
         if "word_embedding_dim" not in options:
@@ -133,6 +142,15 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                        fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
         model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.task_loss())
         model.optimizer.build(model.trainable_variables)
+        trained = model  # what fit runs: the model, or its numeric part compiled with XLA
+        if compiled:  # the same variables, optimizer and loss
+            trained = model.split()[1]
+            trained.compile(optimizer=model.optimizer, loss=model.task_loss(), xla="on")
+            logger.info("training %s with XLA (its text read in the input pipeline)",
+                        type(model).__name__)
+
+        def score(examples):
+            return _score(model, examples, batch_size, data["metrics"], compiled)
         record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
         run.write_record(record)
         checkpoints = CheckpointFiles(run.checkpoints, prefix="epoch", digits=3)
@@ -149,20 +167,21 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         metric = data["metrics"][0]
         if done < epochs and not _stopped(record, patience):
             steps = math.ceil(len(data["train"][1]) / batch_size)
-            model.fit(_epochs(model, data["train"], batch_size, seed, done, epochs),
-                      initial_epoch=done, epochs=epochs, steps_per_epoch=steps, verbose=verbose,
-                      callbacks=[_DevScore(data, batch_size, record, run, checkpoints, patience,
-                                           metric, seed)])
+            trained.fit(_epochs(model, data["train"], batch_size, seed, done, epochs, compiled),
+                        initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
+                        verbose=verbose,
+                        callbacks=[_DevScore(model, score, data["dev"], record, run,
+                                             checkpoints, patience, metric, seed)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
-                   "best_epoch": best + 1, "epochs": len(record["epochs"]), "output": output}
+                   "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
+                   "output": output}
         if "test" in data:  # the last epoch's weights are its checkpoint's
             model.load_weights(checkpoints.path(len(record["epochs"])))
-            results["test_last_epoch"] = _score(model, data["test"], batch_size,
-                                                data["metrics"])
+            results["test_last_epoch"] = score(data["test"])
         model.load_weights(os.path.join(output, "best.weights.h5"))
         if "test" in data:
-            results["test"] = _score(model, data["test"], batch_size, data["metrics"])
+            results["test"] = score(data["test"])
 
         def write_model(tmp):
             with open(tmp, "wb") as f:
@@ -170,8 +189,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
 
         write_atomically(os.path.join(output, "model.keras"), write_model)
         if "dev_mismatched" in data:
-            results["dev_mismatched"] = _score(model, data["dev_mismatched"], batch_size,
-                                               data["metrics"])
+            results["dev_mismatched"] = score(data["dev_mismatched"])
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
         return results
 
@@ -307,9 +325,10 @@ def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_
     return cls.create(embedding, labels, tokenizer, encoder_units, dropout, **options)
 
 
-def _epochs(model, examples, batch_size, seed, first, last):
+def _epochs(model, examples, batch_size, seed, first, last, compiled=False):
     """The batches of epochs `first..last-1`: each epoch's order depends only on the seed and
-    the epoch, so a resumed run sees what an uninterrupted one does."""
+    the epoch, so a resumed run sees what an uninterrupted one does. `compiled`: the numeric
+    part's batches (the preprocessor's features, padded to buckets: `_bucketed`)."""
     texts, labels = examples
     x, y = model.inputs_for(texts), model.targets(labels)
     n = len(labels)
@@ -317,8 +336,12 @@ def _epochs(model, examples, batch_size, seed, first, last):
     def epoch(e):
         order = tf.argsort(tf.random.stateless_uniform([n], seed=tf.stack([seed, e])))
         batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
-        return batches.map(lambda i: (tf.nest.map_structure(lambda v: tf.gather(v, i), x),
-                                      _dense(tf.gather(y, i))))
+        batches = batches.map(lambda i: (tf.nest.map_structure(lambda v: tf.gather(v, i), x),
+                                         _dense(tf.gather(y, i))))
+        if compiled:
+            preprocessor = model.split()[0]
+            batches = batches.map(lambda x, y: (_bucketed(preprocessor(x)), _bucketed(y)))
+        return batches
 
     return tf.data.Dataset.range(first, last).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 
@@ -327,17 +350,38 @@ def _dense(labels):
     return labels.to_tensor(0) if isinstance(labels, tf.RaggedTensor) else labels
 
 
-def _logits(model, texts, batch_size):
+def _bucketed(tensors):
+    """Every tensor of rank 2 or more right-padded with 0 along its time axis (1) to the
+    longest length of its length's bucket (`bucket_length`, as pre-training's batches), so
+    that XLA compiles a step once per bucket: the task models mask what is padding (char ids
+    and word ids 0; a tagger's padded targets are masked with it)."""
+
+    def pad(tensor):
+        if tensor.shape.rank < 2:
+            return tensor
+        time = tf.shape(tensor)[1]
+        return tf.pad(tensor, [[0, 0], [0, bucket_length(time) - time]]
+                      + [[0, 0]] * (tensor.shape.rank - 2))
+
+    return tf.nest.map_structure(pad, tensors)
+
+
+def _logits(model, texts, batch_size, compiled=False):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
-    have different widths)."""
-    return [row for start in range(0, len(texts), batch_size)
-            for row in np.asarray(model.predict_on_batch(
-                model.inputs_for(texts[start:start + batch_size])))]
+    have different widths; compiled, a bucket's: rows longer than their text)."""
+    preprocessor, numeric = model.split() if compiled else (None, None)
+    rows = []
+    for start in range(0, len(texts), batch_size):
+        x = model.inputs_for(texts[start:start + batch_size])
+        logits = (numeric.predict_on_batch(_bucketed(preprocessor(x))) if compiled
+                  else model.predict_on_batch(x))
+        rows.extend(np.asarray(logits))
+    return rows
 
 
-def _score(model, examples, batch_size, metrics):
+def _score(model, examples, batch_size, metrics, compiled=False):
     texts, gold = examples
-    return model.scores(_logits(model, texts, batch_size), gold, metrics)
+    return model.scores(_logits(model, texts, batch_size, compiled), gold, metrics)
 
 
 def _stopped(record, patience):
@@ -350,32 +394,31 @@ def _stopped(record, patience):
 
 
 class _DevScore(keras.callbacks.Callback):
-    """After every epoch: scores the dev set with the task's metrics, keeps the best weights,
-    checkpoints the model and optimizer, records the epoch, and stops after `patience` epochs
-    without a better main score."""
+    """After every epoch: scores the dev set with the task's metrics (`score`), keeps the best
+    weights, checkpoints the task model and optimizer, records the epoch, and stops after
+    `patience` epochs without a better main score. `task`: the task model (`fit` may run its
+    numeric part, which shares its variables)."""
 
-    def __init__(self, data, batch_size, record, run, checkpoints, patience, metric, seed):
+    def __init__(self, task, score, dev, record, run, checkpoints, patience, metric, seed):
         super().__init__()
-        self.seed = seed
-        self.data, self.batch_size = data, batch_size
+        self.task, self.score, self.dev, self.seed = task, score, dev, seed
         self.record, self.run, self.checkpoints = record, run, checkpoints
         self.patience, self.metric = patience, metric
 
     def on_epoch_begin(self, epoch, logs=None):
         # Keras saves no random state with the weights: every epoch's dropout draws start from
         # the seed and the epoch alone, so a resumed run draws what an uninterrupted one does.
-        seeds = [v for v in self.model.variables if v.name == "seed_generator_state"]
+        seeds = [v for v in self.task.variables if v.name == "seed_generator_state"]
         for index, state in enumerate(seeds):
             state.assign(np.array([(self.seed * 1_000_003 + epoch * 7919 + index) % 2**31, 0],
                                   dtype=state.dtype))
 
     def on_epoch_end(self, epoch, logs=None):
-        dev = _score(self.model, self.data["dev"], self.batch_size,
-                     self.data["metrics"])
+        dev = self.score(self.dev)
         history = [e[self.metric] for e in self.record["epochs"]]
         if not history or dev[self.metric] > max(history):
-            save_weights_atomically(self.model, os.path.join(self.run.path, "best.weights.h5"))
-        self.checkpoints.save(self.model, epoch + 1, keep=1)
+            save_weights_atomically(self.task, os.path.join(self.run.path, "best.weights.h5"))
+        self.checkpoints.save(self.task, epoch + 1, keep=1)
         self.record["epochs"].append({k: float(v) for k, v in dev.items()})
         self.record["metric"] = self.metric
         self.run.write_record(self.record)

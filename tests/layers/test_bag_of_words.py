@@ -1,5 +1,6 @@
-"""`BagOfWords`: the mean of one row per real word, whatever the padding and the order; row
-sharing by word; gradients only to the rows read; config, dtype policy, clear errors."""
+"""`BagOfWords` of `HashedWords`: the mean of one row per real word, whatever the padding and
+the order; row sharing by word; gradients only to the rows read; config, dtype policy, XLA (the
+bag), clear errors."""
 
 import keras
 import numpy as np
@@ -7,27 +8,33 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf.layers.bag_of_words import BagOfWords
+from elmo_tf.layers.hashed_words import HashedWords
 from tests.conftest import assert_serializable
+
+
+def _bag(bag, tokens):
+    """The bag of `tokens` (strings `[batch, time]`), hashed into the bag's buckets."""
+    return bag(HashedWords(bag.buckets)(tf.constant(tokens)))
 
 
 def _rows(bag, words):
     """Each word's own vector: the layer on one-word sentences."""
-    return {w: bag(tf.constant([[w]])).numpy()[0] for w in words}
+    return {w: _bag(bag, [[w]]).numpy()[0] for w in words}
 
 
 def test_the_mean_of_each_real_words_vector_padding_and_order_aside():
     keras.utils.set_random_seed(0)
     bag = BagOfWords(dim=6)
     tokens = [["a", "fine", "film", "a", ""], ["dull", "", "", "", ""], ["", "", "", "", ""]]
-    got = bag(tf.constant(tokens)).numpy()
+    got = _bag(bag, tokens).numpy()
     rows = _rows(bag, ["a", "fine", "film", "dull"])
     np.testing.assert_allclose(got[0], np.mean([rows[w] for w in ["a", "fine", "film", "a"]],
                                                axis=0), atol=1e-6)
     np.testing.assert_allclose(got[1], rows["dull"], atol=1e-6)
     np.testing.assert_array_equal(got[2], np.zeros(6))  # no word: zeros
     # More padding, another order: the same vectors.
-    reordered = bag(tf.constant([["film", "a", "a", "fine", "", "", ""],
-                                 ["dull", "", "", "", "", "", ""]])).numpy()
+    reordered = _bag(bag, [["film", "a", "a", "fine", "", "", ""],
+                           ["dull", "", "", "", "", "", ""]]).numpy()
     np.testing.assert_allclose(reordered, got[:2], atol=1e-6)
     # Words are hashed as written: another spelling is (almost surely) another row.
     assert not np.allclose(_rows(bag, ["Film"])["Film"], rows["film"])
@@ -36,9 +43,8 @@ def test_the_mean_of_each_real_words_vector_padding_and_order_aside():
 def test_gradients_reach_only_the_rows_of_the_words_read():
     keras.utils.set_random_seed(1)
     bag = BagOfWords(dim=3, buckets=64)
-    tokens = tf.constant([["x", "y", ""]])
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(bag(tokens))
+        loss = tf.reduce_sum(_bag(bag, [["x", "y", ""]]))
     grad = tf.convert_to_tensor(tape.gradient(loss, bag.trainable_variables[0]))
     touched = set(np.flatnonzero(np.abs(grad.numpy()).sum(-1)))
     expected = set((tf.strings.to_hash_bucket_fast(["x", "y"], 63) + 1).numpy())
@@ -49,22 +55,27 @@ def test_gradients_reach_only_the_rows_of_the_words_read():
 def test_padding_weighs_nothing_whatever_its_row_holds():
     keras.utils.set_random_seed(2)
     bag = BagOfWords(dim=3, buckets=64)
-    tokens = tf.constant([["x", "y", ""], ["", "", ""]])
-    before = bag(tokens).numpy()
+    tokens = [["x", "y", ""], ["", "", ""]]
+    assert HashedWords(64)(tf.constant(tokens)).numpy().tolist()[1] == [0, 0, 0]
+    before = _bag(bag, tokens).numpy()
     table = bag.trainable_variables[0]
     table.assign(tf.tensor_scatter_nd_update(table, [[0]], [[1e6, -1e6, 1e6]]))
-    np.testing.assert_array_equal(bag(tokens).numpy(), before)
+    np.testing.assert_array_equal(_bag(bag, tokens).numpy(), before)
 
 
-def test_config_round_trip_and_dtype_policy():
+def test_config_round_trip_dtype_policy_and_xla():
     tokens = tf.constant([["a", "b", ""], ["c", "", ""]])
-    assert_serializable(BagOfWords(dim=4, buckets=128, name="words"), tokens)
+    assert_serializable(HashedWords(buckets=128, name="ids"), tokens)
+    ids = HashedWords()(tokens)
+    assert ids.dtype == tf.int32
+    assert_serializable(BagOfWords(dim=4, buckets=128, name="words"), ids % 128)
     bag = BagOfWords(dim=4, dtype="mixed_bfloat16")
-    out = bag(tokens)
+    out = bag(ids)
     assert out.dtype == tf.bfloat16 and bag.trainable_variables[0].dtype == "float32"
     assert bag.compute_output_shape((2, 3)) == (2, 4)
-    compiled = tf.function(lambda t: bag(t), jit_compile=False)
-    np.testing.assert_array_equal(compiled(tokens), out)
+    compiled = tf.function(lambda t: bag(t), jit_compile=True)  # numbers only: it compiles
+    np.testing.assert_array_equal(compiled(ids), out)
+    assert bag.supports_jit and not HashedWords().supports_jit
 
 
 def test_clear_errors():
@@ -72,7 +83,14 @@ def test_clear_errors():
         BagOfWords(dim=0)
     with pytest.raises(ValueError, match="buckets must be an integer >= 2; got 1"):
         BagOfWords(dim=4, buckets=1)
+    with pytest.raises(ValueError, match="HashedWords's buckets must be an integer >= 2; got 1"):
+        HashedWords(buckets=1)
+    with pytest.raises(TypeError, match=r"integer word ids \[batch, time\] \(HashedWords's\); "
+                                        "got string"):
+        BagOfWords(dim=4)(tf.constant([["a", "b"]]))
+    with pytest.raises(ValueError, match=r"word ids \[batch, time\]; got shape \(2,\)"):
+        BagOfWords(dim=4)(tf.constant([1, 2]))
     with pytest.raises(TypeError, match=r"string tokens \[batch, time\]; got int32"):
-        BagOfWords(dim=4)(tf.constant([[1, 2]]))
+        HashedWords()(tf.constant([[1, 2]]))
     with pytest.raises(ValueError, match=r"string tokens \[batch, time\]; got shape \(2,\)"):
-        BagOfWords(dim=4)(tf.constant(["a", "b"]))
+        HashedWords()(tf.constant(["a", "b"]))

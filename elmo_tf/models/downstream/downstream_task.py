@@ -1,6 +1,8 @@
 """`DownstreamTask`: what the downstream task models share, and the registry of them by the
 name `elmo-tf finetune --task` gives them."""
 
+import types
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -38,8 +40,11 @@ def task_class(name):
 class DownstreamTask(Task, keras.Model):
     """Base of the downstream task models (`TextClassifier`, `SentencePairClassifier`,
     `SequenceTagger`): functional models that read raw text, tokenize it in the graph
-    (`TextTokenizer`), embed it with an `ElmoEmbedding` (a frozen biLM and a trainable scalar
-    mix by default; the whole biLM with the embedding's `fine_tune=True`) and run a head.
+    (`TextTokenizer`), turn the tokens into char ids (`TokensToCharIds`), embed them with an
+    `ElmoEmbedding` (a frozen biLM and a trainable scalar mix by default; the whole biLM with
+    the embedding's `fine_tune=True`) and run a head. The string ops come first and end in the
+    model's features, so the model splits in two: `preprocessor` (text -> features, for the
+    input pipeline) and `numeric` (features -> logits, compiled with XLA by `finetune` on GPUs).
 
     The default heads follow the GLUE paper's ELMo baselines (Wang et al. 2018): a BiLSTM over
     the ELMo vectors (`encoder_units` per direction; Keras's LSTM, so cuDNN on a GPU), max-pooled
@@ -67,7 +72,8 @@ class DownstreamTask(Task, keras.Model):
     # The constructor's own options that `elmo-tf finetune` sets, with their defaults there.
     finetune_options = {}
 
-    def __init__(self, *, embedding, labels, encoder_units, dropout, config, **kwargs):
+    def __init__(self, *, embedding, labels, encoder_units, dropout, config, features,
+                 **kwargs):
         super().__init__(**kwargs)
         # === Config ===
         self.embedding = embedding
@@ -75,6 +81,40 @@ class DownstreamTask(Task, keras.Model):
         self.encoder_units = int(encoder_units)
         self.dropout = float(dropout)
         self._task_config = config
+        for name, tensor in features.items():  # the numeric part's inputs, by these names
+            tensor.name = name
+        # The graph's split between string ops and numbers: `features` are the symbolic
+        # tensors the string ops end in (char ids, word ids). Kept in a plain namespace: not
+        # tracked, not saved (the parts are rebuilt from the graph).
+        self._split = types.SimpleNamespace(features=features, preprocessor=None,
+                                            numeric=None)
+
+    def split(self):
+        """`(preprocessor, numeric)`, the model's two parts (built once, sharing its layers and
+        weights; methods, not attributes, so that saving walks neither):
+
+        * `preprocessor`, a `keras.Model`: the model's raw inputs -> `{name: features}` (int32
+          char ids `[batch, time, 50]` of each text, and a classifier's hashed word ids
+          `[batch, time]`): the string ops, for a `tf.data` pipeline;
+        * `numeric`: the features -> logits, every layer after the string ops, so it compiles
+          with XLA (`compile(..., xla="on")`, under any strategy: `CompiledStep`). A feature's
+          time axis may be right-padded with 0 beyond its longest text: the logits of the real
+          tokens, and the loss, are the same.
+
+        `model(x)` is `numeric(preprocessor(x))`.
+
+        Example:
+        >>> preprocessor, numeric = model.split()
+        >>> numeric(preprocessor(tf.constant(["a fine film ."]))).shape
+        TensorShape([1, 2])
+        """
+        if self._split.numeric is None:
+            features = self._split.features
+            self._split.preprocessor = keras.Model(self.input, features,
+                                                   name=f"{self.name}_preprocessor")
+            self._split.numeric = _NumericPart(inputs=features, outputs=self.output,
+                                               name=f"{self.name}_numeric")
+        return self._split.preprocessor, self._split.numeric
 
     @property
     def backbone(self):
@@ -227,6 +267,11 @@ class DownstreamTask(Task, keras.Model):
         config = dict(config)
         config["embedding"] = keras.saving.deserialize_keras_object(config["embedding"])
         return cls(**config)
+
+
+class _NumericPart(Task, keras.Model):
+    """A task model's numeric part (`DownstreamTask.split`): a functional model on the
+    layers after the string ops, trained with XLA per replica as every task is."""
 
 
 def check_known_labels(path, found, names, what):

@@ -5,6 +5,7 @@ import keras
 
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
@@ -47,6 +48,8 @@ class SentencePairClassifier(DownstreamTask):
             raise ValueError(f"hidden_dim must be a positive integer; got {hidden_dim!r}.")
         # === Layers ===
         tokenize = TextTokenizer(tokenizer, name="tokenizer")
+        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
+                                   name="char_ids")
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
         match_dropout = keras.layers.Dropout(dropout, name="match_dropout")
@@ -57,12 +60,17 @@ class SentencePairClassifier(DownstreamTask):
         # === Functional Model ===
         inputs = {name: keras.Input(shape=(), dtype="string", name=name)
                   for name in self.input_names}
-        u, v = (pool(encoder(embedding(tokenize(inputs[name])))) for name in self.input_names)
+        # the string ops end here: each text's char ids
+        features = {f"{name}_char_ids": char_ids(tokenize(inputs[name]))
+                    for name in self.input_names}
+        u, v = (pool(encoder(embedding(features[f"{name}_char_ids"])))
+                for name in self.input_names)
         matched = keras.layers.Concatenate(name="matching")(
             [u, v, keras.ops.abs(u - v), u * v])
         logits = head(hidden_dropout(hidden(match_dropout(matched))))
         super().__init__(inputs=inputs, outputs=logits, embedding=embedding, labels=labels,
                          encoder_units=encoder_units, dropout=dropout,
-                         config={"tokenizer": tokenizer, "hidden_dim": hidden_dim}, **kwargs)
+                         config={"tokenizer": tokenizer, "hidden_dim": hidden_dim},
+                         features=features, **kwargs)
         self.tokenizer = tokenizer
         self.hidden_dim = hidden_dim

@@ -5,6 +5,7 @@ import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
 from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
@@ -44,15 +45,19 @@ class SequenceTagger(DownstreamTask):
         self.check_arguments(embedding, tags, encoder_units, dropout)
         # === Layers ===
         tokenize = TextTokenizer("whitespace", name="tokenizer")
+        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
+                                   name="char_ids")
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         drop = keras.layers.Dropout(dropout, name="dropout")
         head = keras.layers.Dense(len(tags), dtype="float32", name="logits")
 
         # === Functional Model ===
         text = keras.Input(shape=(), dtype="string", name=self.input_names[0])
-        logits = head(drop(encoder(embedding(tokenize(text)))))
+        features = {"char_ids": char_ids(tokenize(text))}  # the string ops end here
+        logits = head(drop(encoder(embedding(features["char_ids"]))))
         super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=tags,
-                         encoder_units=encoder_units, dropout=dropout, config={}, **kwargs)
+                         encoder_units=encoder_units, dropout=dropout, config={},
+                         features=features, **kwargs)
 
     @property
     def tags(self):

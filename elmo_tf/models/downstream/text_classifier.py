@@ -4,8 +4,10 @@ import keras
 
 from elmo_tf.checks import check_non_negative_int
 from elmo_tf.layers.bag_of_words import BagOfWords
+from elmo_tf.layers.hashed_words import HashedWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
+from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
@@ -15,11 +17,11 @@ class TextClassifier(DownstreamTask):
     """Classifies sentences (GLUE's CoLA, SST-2; sentiment, topics), or scores them (a
     regressor, with `labels=None`).
 
-    Raw sentences `[batch]` are tokenized in the graph (`TextTokenizer`), embedded
-    (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), max-pooled over
+    Raw sentences `[batch]` are tokenized in the graph (`TextTokenizer`), turned into char
+    ids, embedded (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), max-pooled over
     the real tokens, dropped out and projected to `len(labels)` logits (one score for a
     regressor), the GLUE paper's single-sentence ELMo baseline. With `word_embedding_dim`, the
-    mean of word embeddings trained on the task alone (`BagOfWords`, hashed words) is
+    mean of word embeddings trained on the task alone (`BagOfWords` of `HashedWords`) is
     concatenated with the pooled vector before the dropout: ELMo beside context-free word
     features, as the ELMo paper's task models use it (what it is worth on small labelled
     sets: `docs/benchmarks.md`, "Fine-tuning defaults").
@@ -52,6 +54,8 @@ class TextClassifier(DownstreamTask):
                                        regression_allowed=True)
         # === Layers ===
         tokenize = TextTokenizer(tokenizer, name="tokenizer")
+        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
+                                   name="char_ids")
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
         drop = keras.layers.Dropout(dropout, name="dropout")
@@ -61,14 +65,17 @@ class TextClassifier(DownstreamTask):
         # === Functional Model ===
         text = keras.Input(shape=(), dtype="string", name="text")
         tokens = tokenize(text)
-        sentence = pool(encoder(embedding(tokens)))
+        features = {"char_ids": char_ids(tokens)}  # the string ops end here
+        sentence = pool(encoder(embedding(features["char_ids"])))
         if word_embedding_dim:
-            words = BagOfWords(word_embedding_dim, name="bag_of_words")(tokens)
+            features["word_ids"] = HashedWords(name="word_ids")(tokens)
+            words = BagOfWords(word_embedding_dim, name="bag_of_words")(features["word_ids"])
             sentence = keras.layers.Concatenate(name="with_words")([sentence, words])
         logits = head(drop(sentence))
         super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=labels,
                          encoder_units=encoder_units, dropout=dropout,
                          config={"tokenizer": tokenizer,
-                                 "word_embedding_dim": word_embedding_dim}, **kwargs)
+                                 "word_embedding_dim": word_embedding_dim},
+                         features=features, **kwargs)
         self.tokenizer = tokenizer
         self.word_embedding_dim = word_embedding_dim
