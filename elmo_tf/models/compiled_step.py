@@ -30,6 +30,13 @@ def use_xla(mode, strategy=None):
     return all("GPU" in device.upper() for device in devices)
 
 
+def _would_run_cudnn(layer):
+    """Whether `layer` is a Keras LSTM or GRU that takes cuDNN's kernel (`use_cudnn="auto"`
+    where a GPU can run it), which XLA cannot compile (Keras then sets `supports_jit = False`)."""
+    return (isinstance(layer, (keras.layers.LSTM, keras.layers.GRU))
+            and layer.use_cudnn == "auto" and not layer.supports_jit)
+
+
 class CompiledStep:
     """Mixin for a `keras.Model` (after `FitWorkarounds` among the bases, before the model
     class): with `xla` on, its training step compiles each replica's forward and backward pass
@@ -59,7 +66,8 @@ class CompiledStep:
         """`keras.Model.compile`, and `xla`: compile each replica's training step with XLA
         (see the class): True or `"on"`, False or `"off"`, or `"auto"` (the default:
         `use_xla`, on when the replicas are GPUs and every layer compiles). Keras's
-        `jit_compile` is taken as another name for it."""
+        `jit_compile` is taken as another name for it. Compiled, Keras's LSTM and GRU layers
+        that would run cuDNN's kernel (which XLA cannot compile) run Keras's own."""
         jit_compile = kwargs.pop("jit_compile", None)
         if xla is not None and jit_compile is not None and jit_compile != xla:
             raise ValueError(f"xla={xla!r} and jit_compile={jit_compile!r} disagree: give "
@@ -67,13 +75,19 @@ class CompiledStep:
                              "distribution strategy turns off).")
         xla = next((v for v in (xla, jit_compile) if v is not None), "auto")
         mode = {True: "on", False: "off"}.get(xla, xla)
-        incompatible = self.xla_incompatible_layers()
+        # Keras's LSTM and GRU say they do not compile where they would run cuDNN's kernel
+        # (a GPU); compiled, they run Keras's own kernel instead, which compiles.
+        recurrent = [layer for layer in sublayers(self) if _would_run_cudnn(layer)]
+        incompatible = [name for name in self.xla_incompatible_layers()
+                        if name not in {layer.name for layer in recurrent}]
         self.xla = use_xla(mode) and (mode == "on" or not incompatible)
         if self.xla and incompatible:
             raise ValueError(
                 f"{type(self).__name__} cannot compile its training step with XLA: its layers "
                 f"{incompatible} run ops XLA cannot compile (the string ops "
                 "that read raw text); compile it with xla=False.")
+        for layer in recurrent if self.xla else ():
+            layer.use_cudnn, layer.supports_jit = False, True
         super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
                         **kwargs)
         # One trace per input signature (a new shape compiles once), kept in a plain
