@@ -26,6 +26,10 @@
 # Finishing them needs a second command of an estimated ~5 minutes on the warm machine (the
 # one printed below; the kept biLMs stay under /tmp/pv): ~17 minutes of device time in all,
 # more than one 15-minute lending.
+# 2026-11-28 (H200, bench/results/pretraining_value-gpu-issue38.json): the probes now train
+# compiled with XLA (finetune --xla auto); every one failed at once on Keras's cuDNN LSTM
+# (fixed since: compiled, it runs Keras's own kernel). Next lending: the same command, then on
+# the warm machine the like-for-like timing of one probe with XLA and without (printed last).
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -52,3 +56,5 @@ echo "Then, in one command (the last chunk travels with it):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
 echo "If the deadline stopped probes (stopped_at_deadline in the JSON), on the warm machine (MODELS, TASKS: the stopped ones; SEED: the seed):"
 echo "  . /tmp/asm/env.sh; for m in MODELS; do for t in TASKS; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds SEED --fine-tuned-at --models \$m --only probe --tasks \$t --output \$OUT/probe-\$m-\$t.json > \$OUT/probe-\$m-\$t.log 2>&1 & done; done; wait"
+echo "Then, on the warm machine, a probe with XLA and without, on the kept elmo_small (timeout_s 300):"
+echo "  . /tmp/asm/env.sh; python3 bench/finetune_xla.py --model /tmp/pv/elmo_small/seed-0/budget-2 --data-dir /tmp/asm/data/real_text --tasks wsj_pos_tagging --output \$OUT/finetune_xla-gpu.json"

@@ -10,8 +10,10 @@ from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
 from elmo_tf.layers.token_encoder import TokenEncoder
 from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
+# Moved to elmo_tf.ops.softmax; kept so earlier code imports (a README named this module).
+from elmo_tf.ops import softmax as sampled_softmax
 
 __all__ = [
     "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "ProjectedLSTM",
-    "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds",
+    "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds", "sampled_softmax",
 ]

@@ -4,6 +4,16 @@ import keras
 import tensorflow as tf
 
 
+BUCKETS = 2 ** 16  # a few collisions in a task vocabulary of tens of thousands of words
+
+
+def hashed_word_ids(tokens, buckets=BUCKETS):
+    """String tokens `[batch, time]` (padding `""`) -> int32 ids: each word hashed as written
+    into `1 .. buckets - 1`, padding 0."""
+    ids = tf.strings.to_hash_bucket_fast(tokens, buckets - 1) + 1
+    return tf.cast(tf.where(tf.not_equal(tokens, ""), ids, 0), tf.int32)
+
+
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class HashedWords(keras.layers.Layer):
     """String tokens `[batch, time]`, right-padded with `""` -> int32 word ids `[batch, time]`:
@@ -19,7 +29,7 @@ class HashedWords(keras.layers.Layer):
     0
     """
 
-    def __init__(self, buckets=2 ** 16, **kwargs):
+    def __init__(self, buckets=BUCKETS, **kwargs):
         kwargs.setdefault("dtype", "int32")
         super().__init__(**kwargs)
         if isinstance(buckets, bool) or not isinstance(buckets, int) or buckets < 2:
@@ -35,8 +45,7 @@ class HashedWords(keras.layers.Layer):
         if tokens.shape.rank != 2:
             raise ValueError(f"HashedWords takes string tokens [batch, time]; got shape "
                              f"{tokens.shape}.")
-        ids = tf.strings.to_hash_bucket_fast(tokens, self.buckets - 1) + 1
-        return tf.cast(tf.where(tf.not_equal(tokens, ""), ids, 0), tf.int32)
+        return hashed_word_ids(tokens, self.buckets)
 
     def compute_output_spec(self, tokens):
         return keras.KerasTensor(tokens.shape, dtype="int32")

@@ -67,7 +67,8 @@ class CompiledStep:
         (see the class): True or `"on"`, False or `"off"`, or `"auto"` (the default:
         `use_xla`, on when the replicas are GPUs and every layer compiles). Keras's
         `jit_compile` is taken as another name for it. Compiled, Keras's LSTM and GRU layers
-        that would run cuDNN's kernel (which XLA cannot compile) run Keras's own."""
+        that would run cuDNN's kernel (which XLA cannot compile) run Keras's own, from then
+        on (also where this model shares them with another)."""
         jit_compile = kwargs.pop("jit_compile", None)
         if xla is not None and jit_compile is not None and jit_compile != xla:
             raise ValueError(f"xla={xla!r} and jit_compile={jit_compile!r} disagree: give "
@@ -77,15 +78,17 @@ class CompiledStep:
         mode = {True: "on", False: "off"}.get(xla, xla)
         # Keras's LSTM and GRU say they do not compile where they would run cuDNN's kernel
         # (a GPU); compiled, they run Keras's own kernel instead, which compiles.
+        # For the rest of the process (a cuDNN kernel is faster where XLA is off).
         recurrent = [layer for layer in sublayers(self) if _would_run_cudnn(layer)]
-        incompatible = [name for name in self.xla_incompatible_layers()
-                        if name not in {layer.name for layer in recurrent}]
+        incompatible = [layer.name for layer in sublayers(self)
+                        if not layer.supports_jit and layer not in recurrent]
         self.xla = use_xla(mode) and (mode == "on" or not incompatible)
         if self.xla and incompatible:
             raise ValueError(
-                f"{type(self).__name__} cannot compile its training step with XLA: its layers "
-                f"{incompatible} run ops XLA cannot compile (the string ops "
-                "that read raw text); compile it with xla=False.")
+                f"{type(self).__name__} ({self.name}) cannot compile its training step with "
+                f"XLA: its layers {incompatible} run ops XLA cannot compile (string ops: a "
+                "layer called on raw text or string tokens says so for good); compile it with "
+                "xla=False (finetune: --xla off).")
         for layer in recurrent if self.xla else ():
             layer.use_cudnn, layer.supports_jit = False, True
         super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),

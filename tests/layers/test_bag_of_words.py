@@ -78,6 +78,18 @@ def test_config_round_trip_dtype_policy_and_xla():
     assert bag.supports_jit and not HashedWords().supports_jit
 
 
+def test_string_tokens_are_hashed_as_hashed_words_does():
+    """A bag called on string tokens (as before HashedWords, and `.keras` files of then) is the
+    bag of their HashedWords ids; it then says it does not compile with XLA."""
+    keras.utils.set_random_seed(3)
+    bag = BagOfWords(dim=5, buckets=256)
+    tokens = [["a", "fine", "film"], ["dull", "", ""]]
+    by_ids = _bag(bag, tokens).numpy()
+    assert bag.supports_jit
+    np.testing.assert_array_equal(bag(tf.constant(tokens)).numpy(), by_ids)
+    assert not bag.supports_jit
+
+
 def test_clear_errors():
     with pytest.raises(ValueError, match="dim must be an integer >= 1; got 0"):
         BagOfWords(dim=0)
@@ -85,10 +97,11 @@ def test_clear_errors():
         BagOfWords(dim=4, buckets=1)
     with pytest.raises(ValueError, match="HashedWords's buckets must be an integer >= 2; got 1"):
         HashedWords(buckets=1)
-    with pytest.raises(TypeError, match=r"integer word ids \[batch, time\] \(HashedWords's\); "
-                                        "got string"):
-        BagOfWords(dim=4)(tf.constant([["a", "b"]]))
-    with pytest.raises(ValueError, match=r"word ids \[batch, time\]; got shape \(2,\)"):
+    with pytest.raises(TypeError, match=r"integer word ids \(HashedWords's\) or string tokens "
+                                        r"\[batch, time\]; got float32"):
+        BagOfWords(dim=4)(tf.constant([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match=r"word ids or string tokens \[batch, time\]; got shape "
+                                         r"\(2,\)"):
         BagOfWords(dim=4)(tf.constant([1, 2]))
     with pytest.raises(TypeError, match=r"string tokens \[batch, time\]; got int32"):
         HashedWords()(tf.constant([[1, 2]]))

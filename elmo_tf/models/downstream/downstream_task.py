@@ -8,7 +8,9 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.data.labelled_text import read_labelled_text
+from elmo_tf.keras_compat import FitWorkarounds
 from elmo_tf.metrics import scores
+from elmo_tf.models.compiled_step import CompiledStep
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.models.task import Task
 
@@ -53,7 +55,8 @@ class DownstreamTask(Task, keras.Model):
     The class names (`labels`) are part of the model, so a loaded model predicts names.
 
     A task owns everything `elmo-tf finetune`, `predict` and the task export do with it, so that
-    a new task is one file and a `register_task`: its plain files (`read_examples`,
+    a new task is one file and a `register_task` (and, to train with XLA, its `features`):
+    its plain files (`read_examples`,
     `prepare_labels`, `metrics_for`), its inputs (`input_names`, `inputs_for`, `parse_lines`),
     its targets and loss (`targets`, `task_loss`), and what its logits mean (`scores`,
     `decode`, and in the served graph `serving_outputs`, `serving_function`). The defaults here
@@ -72,7 +75,7 @@ class DownstreamTask(Task, keras.Model):
     # The constructor's own options that `elmo-tf finetune` sets, with their defaults there.
     finetune_options = {}
 
-    def __init__(self, *, embedding, labels, encoder_units, dropout, config, features,
+    def __init__(self, *, embedding, labels, encoder_units, dropout, config, features=None,
                  **kwargs):
         super().__init__(**kwargs)
         # === Config ===
@@ -81,11 +84,12 @@ class DownstreamTask(Task, keras.Model):
         self.encoder_units = int(encoder_units)
         self.dropout = float(dropout)
         self._task_config = config
-        for name, tensor in features.items():  # the numeric part's inputs, by these names
+        for name, tensor in (features or {}).items():  # the numeric part's inputs, by name
             tensor.name = name
         # The graph's split between string ops and numbers: `features` are the symbolic
-        # tensors the string ops end in (char ids, word ids). Kept in a plain namespace: not
-        # tracked, not saved (the parts are rebuilt from the graph).
+        # tensors the string ops end in (char ids, word ids); None for a task that does not
+        # say (it trains without XLA). Kept in a plain namespace: not tracked, not saved (the
+        # parts are rebuilt from the graph).
         self._split = types.SimpleNamespace(features=features, preprocessor=None,
                                             numeric=None)
 
@@ -108,6 +112,11 @@ class DownstreamTask(Task, keras.Model):
         >>> numeric(preprocessor(tf.constant(["a fine film ."]))).shape
         TensorShape([1, 2])
         """
+        if self._split.features is None:
+            raise ValueError(f"{type(self).__name__} does not say where its string ops end: "
+                             "pass its features (`{name: symbolic tensor}`, the char ids its "
+                             "embedding reads) to DownstreamTask.__init__ to train it with XLA "
+                             "(finetune --xla off trains it without).")
         if self._split.numeric is None:
             features = self._split.features
             self._split.preprocessor = keras.Model(self.input, features,
@@ -269,7 +278,7 @@ class DownstreamTask(Task, keras.Model):
         return cls(**config)
 
 
-class _NumericPart(Task, keras.Model):
+class _NumericPart(FitWorkarounds, CompiledStep, keras.Model):
     """A task model's numeric part (`DownstreamTask.split`): a functional model on the
     layers after the string ops, trained with XLA per replica as every task is."""
 

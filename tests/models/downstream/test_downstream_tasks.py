@@ -14,7 +14,12 @@ import tensorflow as tf
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
+from elmo_tf.models.downstream import (
+    DownstreamTask,
+    SentencePairClassifier,
+    SequenceTagger,
+    TextClassifier,
+)
 from tests.checks import run_task_test
 from tests.conftest import CPU_ONLY_ENV, assert_serializable, keras_sees_a_gpu
 
@@ -293,3 +298,40 @@ def test_on_a_gpu_task_savedmodels_serve_on_a_cpu(tmp_path):
         pytest.skip("no GPU visible: this exports on the GPU itself (the CPU test forces "
                     "Keras's GPU code path instead)")
     _exported_task_models_serve_on_a_cpu(tmp_path, contextlib.nullcontext)
+
+
+def test_the_split_computes_the_model_on_bucket_padded_features_with_xla():
+    """`split()`: the preprocessor's features (char ids; a classifier's word ids) padded with 0
+    beyond the longest text, through the numeric part compiled with XLA, give the whole model's
+    logits on raw text; the numeric part holds no string op, the whole model refuses XLA; a
+    task that names no features says how to train it."""
+    texts = tf.constant(["a b c", "d", "the cat sat on the mat ."])
+    pairs = {"text_a": texts, "text_b": tf.constant(["x", "y y", "z"])}
+    for model, x in ((TextClassifier(_embedding(), labels=["x", "y"], encoder_units=8,
+                                     word_embedding_dim=4), texts),
+                     (SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=8), texts),
+                     (SentencePairClassifier(_embedding(), labels=None, encoder_units=8,
+                                             hidden_dim=8), pairs)):
+        preprocessor, numeric = model.split()
+        assert model.split()[1] is numeric  # built once
+        features = preprocessor(x)
+        assert all(f.dtype == tf.int32 for f in features.values())
+        padded = {k: tf.pad(v, [[0, 0], [0, 9]] + [[0, 0]] * (len(v.shape) - 2))
+                  for k, v in features.items()}
+        whole = model(x).numpy()
+        compiled = tf.function(numeric, jit_compile=True)(padded).numpy()
+        np.testing.assert_allclose(compiled[:, :whole.shape[1]] if whole.ndim == 3 else compiled,
+                                   whole, atol=1e-5, err_msg=type(model).__name__)
+        assert numeric.xla_incompatible_layers() == []
+        assert "tokenizer" in model.xla_incompatible_layers()
+
+    class Unsplit(DownstreamTask):  # a task of before the split: no `features`
+        def __init__(self, embedding):
+            text = keras.Input(shape=(), dtype="string", name="text")
+            logits = keras.layers.Dense(2)(MaskedMaxPooling()(embedding(TextTokenizer()(text))))
+            super().__init__(inputs=text, outputs=logits, embedding=embedding,
+                             labels=["x", "y"], encoder_units=1, dropout=0.0, config={})
+
+    with pytest.raises(ValueError, match="Unsplit does not say where its string ops end.*"
+                                         "--xla off"):
+        Unsplit(_embedding()).split()
