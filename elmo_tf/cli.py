@@ -13,12 +13,14 @@
 
 import argparse
 import contextlib
+import contextvars
 import logging
 import os
 import re
 import sys
 
 PROG = "elmo-tf"
+_RESULTS = contextvars.ContextVar("results", default=None)  # the stdout of `main`'s caller
 
 
 def main(argv=None):
@@ -31,7 +33,9 @@ def main(argv=None):
     """
     parser = _parser()
     args = parser.parse_args(argv)
-    with _library_log_on_stderr():
+    # Results on stdout; progress bars (Keras prints them on stdout) and log lines on stderr.
+    results = _RESULTS.set(sys.stdout)
+    with _library_log_on_stderr(), contextlib.redirect_stdout(sys.stderr):
         try:
             return args.run(args)
         except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
@@ -42,6 +46,24 @@ def main(argv=None):
             if not _is_input_error(error):
                 raise
             parser.exit(2, f"{PROG}: error: {_input_error_message(error)}\n")
+        finally:
+            _RESULTS.reset(results)
+
+
+def _say(*parts):
+    """Prints a command's result on the command's stdout (`main` sends everything else that
+    prints there, Keras's progress bars, to stderr)."""
+    print(*parts, file=_RESULTS.get() or sys.stdout, flush=True)
+
+
+def _version():
+    """The installed package's version (its metadata: no TensorFlow import)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("elmo-tf")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
 
 
 def main_process(argv=None):
@@ -115,6 +137,7 @@ def _parser():
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
 
     parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     init = commands.add_parser(
@@ -125,7 +148,8 @@ def _parser():
     init.add_argument("--preset", required=True, metavar="PRESET",
                       help=f"one of {', '.join(preset_names())} (ELMo's released shapes also "
                            "as small, medium, original)")
-    init.add_argument("--output", required=True, metavar="DIR")
+    init.add_argument("--output", required=True, metavar="DIR",
+                      help="the directory to write (options.json, weights.hdf5)")
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
 
@@ -152,7 +176,8 @@ def _parser():
     train.add_argument("--recipe", required=True,
                        help=f"{', '.join(Recipe.names())}, or a recipe .json")
     _corpus_arguments(train, TOKENIZERS, builtin=True)
-    train.add_argument("--output", required=True, metavar="DIR")
+    train.add_argument("--output", required=True, metavar="DIR",
+                       help="the run's directory (the same command resumes it)")
     train.add_argument("--vocab", help="vocab file (default: built from the corpus)")
     train.add_argument("--validation", metavar="GLOB",
                        help="held-out corpus evaluated at every checkpoint (default for "
@@ -186,7 +211,8 @@ def _parser():
         "evaluate", help="full-softmax perplexities of a trained model on a corpus",
         description="Prints forward, backward and average perplexity and writes them as JSON "
                     "(--json) for a directory `elmo-tf train` wrote.")
-    evaluate.add_argument("--model", required=True, metavar="DIR")
+    evaluate.add_argument("--model", required=True, metavar="DIR",
+                          help="a finished training run's directory (its language model)")
     _corpus_arguments(evaluate, TOKENIZERS, builtin=True)
     evaluate.add_argument("--json", metavar="FILE", help="also write the results here")
     evaluate.set_defaults(run=_evaluate)
@@ -259,6 +285,8 @@ def _parser():
     finetune.add_argument("--test", help="test file, scored when the run ends with the best "
                                          "dev epoch's weights and the last epoch's; never "
                                          "chosen on (classify, pair, tag)")
+    finetune.add_argument("--header", action="store_true",
+                          help="classify, pair: each file's first line is a header, skipped")
     finetune.add_argument("--tokenizer", choices=["whitespace", "wordpunct"],
                           help="how raw text becomes tokens (default: as the biLM's corpus was "
                                "tokenized, from its run.json; else whitespace)")
@@ -383,7 +411,8 @@ def _finetune(args):
 
     results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
                        tfds_data_dir=args.tfds_data_dir, train=args.train, test=args.test,
-                       tokenizer=args.tokenizer, dev=args.dev, epochs=args.epochs,
+                       header=args.header, tokenizer=args.tokenizer, dev=args.dev,
+                       epochs=args.epochs,
                        patience=args.patience, batch_size=args.batch_size,
                        learning_rate=args.learning_rate, encoder_units=args.encoder_units,
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm,
@@ -391,16 +420,16 @@ def _finetune(args):
                        word_embedding_dim=args.word_embedding_dim, seed=args.seed,
                        xla=args.xla)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
-    print(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
+    _say(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
     if "test" in results:
-        print("test (best dev epoch): " + ", ".join(f"{k} {v:.4f}"
+        _say("test (best dev epoch): " + ", ".join(f"{k} {v:.4f}"
                                                     for k, v in results["test"].items())
               + "; last epoch: " + ", ".join(f"{k} {v:.4f}"
                                              for k, v in results["test_last_epoch"].items()))
     if "dev_mismatched" in results:
-        print("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
+        _say("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
                                              for k, v in results["dev_mismatched"].items()))
-    print(f"wrote {args.output}/model.keras, dev_metrics.json")
+    _say(f"wrote {args.output}/model.keras, dev_metrics.json")
     return 0
 
 
@@ -411,7 +440,7 @@ def _predict(args):
     model = load_task_model(args.model)
     source = "stdin" if args.input == "-" else args.input
     for prediction in predictions(model, utf8_lines(args.input), source=source):
-        print(prediction)
+        _say(prediction)
     return 0
 
 
@@ -425,7 +454,7 @@ def _dump(args):
                               batch_size=args.batch_size)
     layers, width = backbone.num_layers, backbone.output_dim
     shape = f"[{layers}, n_tokens, {width}]" if args.layers == "all" else f"[n_tokens, {width}]"
-    print(f"wrote {len(sentences)} sentences ({tokens} tokens) to {args.output}: dataset 'i' = "
+    _say(f"wrote {len(sentences)} sentences ({tokens} tokens) to {args.output}: dataset 'i' = "
           f"float32 {shape} for sentence i, and 'sentence_to_index'")
     return 0
 
@@ -445,13 +474,13 @@ def _export(args):
                              f"{args.model} is a fine-tuned task model.")
         path = export_task_model(load_task_model(task_model), args.output,
                                  version=args.version)
-        print(f"wrote a SavedModel to {path} (signature serving_default: raw text in, logits "
+        _say(f"wrote a SavedModel to {path} (signature serving_default: raw text in, logits "
               "and the prediction out)")
         return 0
     embedding = ElmoEmbedding.from_allennlp(*_model_files(args), dropout=args.dropout,
                                             fine_tune=args.fine_tune_bilm)
     path = export_saved_model(embedding, args.output, version=args.version)
-    print(f"wrote a SavedModel to {path} (signatures: serving_default, tokens, default)")
+    _say(f"wrote a SavedModel to {path} (signatures: serving_default, tokens, default)")
     return 0
 
 
@@ -461,7 +490,7 @@ def _vocab(args):
     vocabulary = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size,
                                   tokenizer=args.tokenizer, tfds_data_dir=args.tfds_data_dir)
     vocabulary.save(args.output)
-    print(f"wrote {len(vocabulary):,} tokens (3 specials + words by frequency) to {args.output}")
+    _say(f"wrote {len(vocabulary):,} tokens (3 specials + words by frequency) to {args.output}")
     return 0
 
 
@@ -477,7 +506,7 @@ def _train(args):
         tfds_data_dir=args.tfds_data_dir, xla=args.xla)
     spent = (f" in {results['trained_minutes']:g} minutes" if "trained_minutes" in results
              else "")
-    print(f"trained {results['steps']} steps{spent}; wrote {args.output}/options.json, "
+    _say(f"trained {results['steps']} steps{spent}; wrote {args.output}/options.json, "
           "weights.hdf5, "
           "vocab.txt")
     if "validation" in results:
@@ -500,7 +529,7 @@ def _evaluate(args):
         from elmo_tf.files import write_json_atomically
 
         write_json_atomically(args.json, results)
-    print(json.dumps(results))
+    _say(json.dumps(results))
     return 0
 
 
@@ -508,7 +537,7 @@ def _print_perplexities(name, results, family, best=None):
     line = f"{name} {family.describe(results)}"
     if best is not None:
         line += f" (the generated language's best possible: {best:.2f})"
-    print(line)
+    _say(line)
 
 
 def _init(args):
@@ -521,7 +550,7 @@ def _init(args):
     options, weights = os.path.join(args.output, "options.json"), os.path.join(args.output,
                                                                                "weights.hdf5")
     backbone.save_allennlp(weights, options)
-    print(f"wrote a random {args.preset} {type(backbone).__name__} "
+    _say(f"wrote a random {args.preset} {type(backbone).__name__} "
           f"({backbone.count_params():,} parameters, seed {args.seed}) to {options} and "
           f"{weights}")
     return 0

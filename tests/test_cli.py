@@ -125,3 +125,22 @@ def test_the_installed_command_starts_quietly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and "wrote a random tiny ElmoBackbone" in done.stdout
     assert (tmp_path / "m" / "weights.hdf5").exists()
+
+
+def test_version_at_once_without_tensorflow(capsys):
+    """`elmo-tf --version` answers before TensorFlow is imported (the launcher), and `--version`
+    is a flag of the command line too; both the installed package's version."""
+    from importlib import metadata
+
+    launcher = pathlib.Path(__file__).resolve().parents[1] / "bin" / "elmo-tf"
+    probe = ("import runpy, sys; sys.argv = ['elmo-tf', '--version']\n"
+             "try:\n    runpy.run_path(%r, run_name='__main__')\n"
+             "except SystemExit:\n    pass\n"
+             "print('tensorflow' in sys.modules)") % str(launcher)
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    expected = f"elmo-tf {metadata.version('elmo-tf')}"
+    assert done.stdout.split("\n")[:2] == [expected, "False"], done.stdout + done.stderr
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == expected

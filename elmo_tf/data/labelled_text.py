@@ -6,7 +6,7 @@ import os
 from elmo_tf.files import utf8_lines
 
 
-def read_labelled_text(path, pairs=False):
+def read_labelled_text(path, pairs=False, header=False):
     """The examples of a `label<TAB>text` (or, with `pairs`, `label<TAB>text_a<TAB>text_b`)
     file. Blank lines are skipped; the label and texts are kept as written (a label is any
     string; a text keeps its spaces, and is tokenized later).
@@ -14,6 +14,7 @@ def read_labelled_text(path, pairs=False):
     Args:
         path: the file (UTF-8).
         pairs: whether each line holds a pair of texts.
+        header: the first (non-blank) line is a header (`label<TAB>sentence`): skipped.
 
     Returns:
         `(texts, labels)`: `texts` a list of 1-tuples (or 2-tuples) of strings, `labels` a
@@ -36,6 +37,9 @@ def read_labelled_text(path, pairs=False):
     texts, labels = [], []
     for number, line in enumerate(utf8_lines(path), start=1):
         if not line.strip():
+            continue
+        if header:
+            header = False
             continue
         fields = line.split("\t")
         if len(fields) != expected or not fields[0].strip():

@@ -45,7 +45,7 @@ TASKS = task_names() + tuple(f"glue/{name}" for name in GLUE_TASKS)
 
 
 def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, train=None,
-             dev=None, test=None, tokenizer=None, epochs=10,
+             dev=None, test=None, header=False, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, scalar_mix_parameters=None, word_embedding_dim=None, seed=0,
              xla="auto", verbose="auto"):
@@ -64,6 +64,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             run ends with the best dev epoch's weights (`"test"`) and the last epoch's
             (`"test_last_epoch"`): nothing is chosen on it, and it is not a setting of the run
             (a finished run given one is scored, not trained again).
+        header: the `classify` / `pair` files (train, dev, test) start with a header line,
+            skipped. Without it, a training file whose first label is on no other line is
+            refused (a header read as an example).
         tokenizer: how raw text becomes tokens (`"whitespace"` or `"wordpunct"`); by default
             the one the biLM was pre-trained with (its `run.json`), else whitespace. A tagger
             reads CoNLL tokens and always splits on whitespace.
@@ -121,7 +124,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         if recorded is not None:  # a run resumes as it started (run.json records no 0)
             options["word_embedding_dim"] = recorded["settings"].get("word_embedding_dim", 0)
     # Checked before any model is built.
-    data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test)
+    data = _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test, header)
     tokenizer = cls.fixed_tokenizer or tokenizer or _pretraining_tokenizer(model_dir)
     settings = {"task": task, "model_dir": os.path.abspath(model_dir),
                 "data": {k: os.path.abspath(v) for k, v in
@@ -130,6 +133,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 "tokenizer": tokenizer, "patience": patience, "batch_size": batch_size,
                 "learning_rate": learning_rate, "encoder_units": encoder_units,
                 "dropout": dropout, "fine_tune_bilm": bool(fine_tune_bilm), "seed": seed}
+    if header:  # recorded only when given: older runs resume
+        settings["header"] = True
     if scalar_mix_parameters is not None:  # recorded only when given: older runs resume
         settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
     # Recorded where not 0, as run.json had none before: such runs resume with 0.
@@ -175,7 +180,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             steps = math.ceil(len(data["train"][1]) / batch_size)
             trained.fit(_epochs(model, data["train"], batch_size, seed, done, epochs, compiled),
                         initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
-                        verbose=verbose,
+                        verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
                         callbacks=[_DevScore(model, score, data["dev"], record, run,
                                              checkpoints, patience, metric, seed)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
@@ -273,15 +278,16 @@ def _model_class(task):
     return task_class(task)
 
 
-def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None):
+def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header=False):
     """{"train": (texts, labels), "dev": ..., "test": ... (if given), "labels": names or
     None, "metrics": [...]}."""
     if task.startswith("glue/"):
         name = task[len("glue/"):]
-        if (data_dir is None) == (tfds_data_dir is None) or train or dev or test:
+        if (data_dir is None) == (tfds_data_dir is None) or train or dev or test or header:
             raise ValueError(f"{task} reads GLUE's files from --data-dir, or TFDS's glue/{name} "
                              "from --tfds-data-dir (one of them; not --train/--dev/--test: "
-                             "GLUE's test sets have no labels).")
+                             "GLUE's test sets have no labels; no --header: GLUE's readers "
+                             "know each file's).")
         spec = GLUE_TASKS[name]
         dev_splits = list(spec.dev_files)
         read = (lambda split: read_glue(name, data_dir, split)) if data_dir else \
@@ -295,13 +301,13 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None):
     if train is None or dev is None or data_dir or tfds_data_dir:
         raise ValueError(f"task {task!r} reads --train and --dev files (not --data-dir or "
                          "--tfds-data-dir).")
-    (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train),
-                                                            cls.read_examples(dev))
+    (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
+                                                            cls.read_examples(dev, header))
     names, train_ids, dev_ids = cls.prepare_labels(train_labels, dev_labels, train, dev)
     data = {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
             "metrics": cls.metrics_for(names)}
     if test is not None:
-        test_texts, test_labels = cls.read_examples(test)
+        test_texts, test_labels = cls.read_examples(test, header)
         data["test"] = (test_texts, cls.prepare_labels(train_labels, test_labels, train,
                                                        test)[2])
     return data

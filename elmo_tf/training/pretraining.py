@@ -146,6 +146,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     if minutes is not None:
         record.update(minutes=minutes,
                       trained_seconds=(previous or {}).get("trained_seconds", 0.0))
+    else:  # what runs: --steps, or the epochs (--epochs, else the recipe's) in steps
+        record["steps"] = total
     run.write_record(record)
 
     with strategy.scope():

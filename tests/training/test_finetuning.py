@@ -140,6 +140,28 @@ def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
     assert set(" ".join(lines).split()) <= {"B-PER", "B-ORG", "I-ORG", "O"}
 
 
+def test_a_header_line_is_skipped_with_header_and_refused_without(bilm, tmp_path, capsys):
+    train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+    train.write_text("label\tsentence\n" + "".join(f"pos\t{t}\n" for t in GOOD)
+                     + "".join(f"neg\t{t}\n" for t in BAD))
+    dev.write_text("label\tsentence\npos\tgood stuff\nneg\tbad stuff\n")
+    common = ["--task", "classify", "--train", str(train), "--dev", str(dev), "--model", bilm,
+              "--epochs", "1"]
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", *common, "--output", str(tmp_path / "no")])
+    assert (f"{train}: the label of its first example, 'label', is on no other line, every "
+            "other label on several: a header line? (--header skips it)") in \
+        capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+    _finetune(capsys, *common, "--header", "--output", str(tmp_path / "yes"))
+    record = json.loads((tmp_path / "yes" / "run.json").read_text())
+    assert record["labels"] == ["neg", "pos"] and record["settings"]["header"] is True
+    with pytest.raises(SystemExit):  # CoNLL files have none
+        cli.main(["finetune", "--task", "tag", "--train", str(train), "--dev", str(dev),
+                  "--model", bilm, "--header", "--output", str(tmp_path / "tag")])
+    assert "--header is for labelled-text files (classify, pair)" in capsys.readouterr().err
+
+
 def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
     train = tmp_path / "train.tsv"
     train.write_text("pos\tgood\nneg\tbad\n")

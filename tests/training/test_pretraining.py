@@ -47,6 +47,10 @@ def test_training_lowers_the_held_out_perplexity(trained, corpus):
     assert after["perplexity"] < 0.6 * before["perplexity"], (before, after)
     assert results["steps"] == 60
     assert results["train"]["loss"] < np.log(len(vocabulary))
+    import json
+
+    record = json.loads(open(f"{output}/run.json").read())
+    assert record["steps"] == 60 and "minutes" not in record  # what ran, not the recipe's epochs
 
 
 def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(trained, corpus):

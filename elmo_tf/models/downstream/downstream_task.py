@@ -1,6 +1,7 @@
 """`DownstreamTask`: what the downstream task models share, and the registry of them by the
 name `elmo-tf finetune --task` gives them."""
 
+import collections
 import types
 
 import keras
@@ -167,16 +168,25 @@ class DownstreamTask(Task, keras.Model):
                    dropout=dropout, **options)
 
     @classmethod
-    def read_examples(cls, path):
+    def read_examples(cls, path, header=False):
         """`(texts, labels)` of a plain file: a text is a tuple of strings, one per input;
-        a label as written (here `label<TAB>text...`, `read_labelled_text`)."""
-        return read_labelled_text(path, pairs=len(cls.input_names) == 2)
+        a label as written (here `label<TAB>text...`, `read_labelled_text`; `header`: its
+        first line is a header, skipped)."""
+        return read_labelled_text(path, pairs=len(cls.input_names) == 2, header=header)
 
     @classmethod
     def prepare_labels(cls, train_labels, dev_labels, train_path, dev_path):
         """`(names, train_ids, dev_ids)`: the label names (sorted) and the examples' label ids;
         too few labels, or a dev label the training file lacks, is a ValueError naming the
         file."""
+        counts = collections.Counter(train_labels)
+        first = train_labels[0]
+        if counts[first] == 1 and len(counts) > 1 and min(
+                n for label, n in counts.items() if label != first) > 1:
+            # The first label on no other line, every other on several: a header line.
+            raise ValueError(f"{train_path}: the label of its first example, {first!r}, is on "
+                             "no other line, every other label on several: a header line? "
+                             "(--header skips it).")
         names = sorted(set(train_labels))
         if len(names) < 2:
             raise ValueError(f"{train_path} has one label ({names[0]!r}); a classifier needs two "

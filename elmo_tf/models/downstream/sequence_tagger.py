@@ -70,8 +70,12 @@ class SequenceTagger(DownstreamTask):
                    **options)
 
     @classmethod
-    def read_examples(cls, path):
-        """`(texts, tags)` of a CoNLL file: a sentence's tokens joined with spaces, its tags."""
+    def read_examples(cls, path, header=False):
+        """`(texts, tags)` of a CoNLL file: a sentence's tokens joined with spaces, its tags
+        (CoNLL files have no header line)."""
+        if header:
+            raise ValueError("--header is for labelled-text files (classify, pair); a CoNLL "
+                             "file has no header line.")
         tokens, tags = read_conll(path)
         return [(" ".join(sentence),) for sentence in tokens], tags
 
