@@ -33,6 +33,12 @@ def main(argv=None):
     """
     parser = _parser()
     args = parser.parse_args(argv)
+    for name in ("output", "json"):  # what the command writes: local files only
+        value = getattr(args, name, None)
+        if value is not None and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
+            flag = name if args.command == "dump" else f"--{name}"  # dump's is positional
+            parser.exit(2, f"{PROG}: error: {flag} {value} is a URL; elmo-tf writes to local "
+                           "paths only (write locally, then copy, e.g. gcloud storage cp -r).\n")
     # Results on stdout; progress bars (Keras prints them on stdout) and log lines on stderr.
     results = _RESULTS.set(sys.stdout)
     with _library_log_on_stderr(), contextlib.redirect_stdout(sys.stderr):

@@ -144,3 +144,16 @@ def test_version_at_once_without_tensorflow(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == expected
+
+
+def test_a_url_output_is_refused_by_name_and_nothing_is_written(tmp_path, capsys, monkeypatch):
+    """`--output gs://bucket/elmo` never becomes a local folder `gs:`."""
+    monkeypatch.chdir(tmp_path)
+    for argv, flag in ((["init", "--preset", "tiny", "--output", "gs://bucket/elmo"], "--output"),
+                       (["dump", "in.txt", "s3://bucket/v.hdf5", "--model", "m"], "output")):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert f"{flag} {argv[-1] if flag == '--output' else argv[2]} is a URL; elmo-tf writes " \
+            "to local paths only" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
