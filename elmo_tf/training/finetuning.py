@@ -6,6 +6,7 @@ A fine-tuning run lives in its output directory:
 * `run.json`: the settings, the label names and one entry per finished epoch (its dev metrics);
 * `checkpoints/epoch-NNN.weights.h5`: the model and optimizer after the newest epoch;
 * `best.weights.h5`: the weights of the epoch with the best dev score so far;
+* `logs/`: TensorBoard's (the training loss per epoch);
 * when the run ends (all epochs, or `patience` epochs without a better dev score): `model.keras`
   (the best epoch's model, which `predict` and `keras.saving.load_model` read) and
   `dev_metrics.json` (with a `test` file: its scores too, of the best dev epoch and of the
@@ -182,7 +183,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                         initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
                         verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
                         callbacks=[_DevScore(model, score, data["dev"], record, run,
-                                             checkpoints, patience, metric, seed)])
+                                             checkpoints, patience, metric, seed),
+                                   keras.callbacks.TensorBoard(run.logs)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,

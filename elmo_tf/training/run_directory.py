@@ -13,7 +13,7 @@ run; the pre-training files too:
     vocab.txt                    pre-training: the softmax vocabulary, bilm-tf's format
     language_model.weights.h5    pre-training: the whole pre-training task (softmax included)
     corpus/                      pre-training: the built-in corpus, when the run trains on it
-    logs/                        pre-training: TensorBoard
+    logs/                        TensorBoard
     best.weights.h5, model.keras, dev_metrics.json   fine-tuning (`elmo_tf.training.finetuning`)
 """
 

@@ -2,6 +2,7 @@
 model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -44,6 +45,8 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     out = _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--epochs", "6")
     assert "best epoch" in out and "dev accuracy" in out
     whole = json.loads((tmp_path / "whole" / "dev_metrics.json").read_text())
+    assert any(name.startswith("events.out.tfevents") for _, _, names in
+               os.walk(tmp_path / "whole" / "logs") for name in names)  # TensorBoard's
     assert set(whole["dev"]) == {"accuracy", "f1"} and whole["epochs"] <= 6
     # By default a classifier has its bag of task-trained word embeddings (64), recorded.
     settings = json.loads((tmp_path / "whole" / "run.json").read_text())["settings"]
