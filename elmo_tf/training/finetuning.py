@@ -66,8 +66,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             (`"test_last_epoch"`): nothing is chosen on it, and it is not a setting of the run
             (a finished run given one is scored, not trained again).
         header: the `classify` / `pair` files (train, dev, test) start with a header line,
-            skipped. Without it, a training file whose first label is on no other line is
-            refused (a header read as an example).
+            skipped. Without it, a training file whose first label is on no other line while
+            every other label is on several is refused (a header read as an example).
         tokenizer: how raw text becomes tokens (`"whitespace"` or `"wordpunct"`); by default
             the one the biLM was pre-trained with (its `run.json`), else whitespace. A tagger
             reads CoNLL tokens and always splits on whitespace.
