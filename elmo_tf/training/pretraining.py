@@ -59,7 +59,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         vocabulary: a vocab file; by default built from the corpus with the recipe's
             `min_count` / `max_vocabulary_size`.
         strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
-        epochs: passes over the corpus (default: the recipe's). `steps` instead: optimizer steps.
+        epochs: passes over the corpus (default: the recipe's `steps` where it has them, else
+            its `epochs`). `steps` instead: optimizer steps.
             Either is the run's total: a resumed run trains what is left (`checkpoint_plan`).
         minutes: instead of `epochs` or `steps`, a wall-clock budget: the run trains (the
             corpus read again as often as it takes) until this many minutes of `fit` have
@@ -139,14 +140,15 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
-    total = steps if steps is not None else (epochs or recipe.epochs) * steps_per_epoch
+    total = (steps if steps is not None else epochs * steps_per_epoch if epochs
+             else recipe.steps or recipe.epochs * steps_per_epoch)
     every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
     record = {"settings": settings, "corpus_size": size, "steps_per_epoch": steps_per_epoch,
               "best_perplexity": best, "xla": xla, "xla_compiled": compiled}
     if minutes is not None:
         record.update(minutes=minutes,
                       trained_seconds=(previous or {}).get("trained_seconds", 0.0))
-    else:  # what runs: --steps, or the epochs (--epochs, else the recipe's) in steps
+    else:  # what runs: --steps, --epochs in steps, else the recipe's steps or epochs
         record["steps"] = total
     run.write_record(record)
 

@@ -188,7 +188,7 @@ def recipe_settings(recipe):
     families own (`Family.recipe_fields`), and without the fields added to recipes after runs
     recorded them when they hold their defaults (`objective`: ELMo's, the only one before
     there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`, `cloze_weight`:
-    0), so that
+    0; `steps`: None), so that
     those runs resume."""
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
@@ -197,7 +197,7 @@ def recipe_settings(recipe):
             for name in family.recipe_fields:
                 values.pop(name, None)
     defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
-    for name in ("objective", "optimizer", "next_token_weight", "cloze_weight"):  # as before
+    for name in ("objective", "optimizer", "next_token_weight", "cloze_weight", "steps"):
         if name in values and values[name] == defaults[name]:
             del values[name]
     return json.loads(json.dumps(values))
@@ -228,10 +228,12 @@ def _short(value):
 
 def _without_labels(settings):
     """`settings` without what only labels a run (the recipe's name: a recipe file's includes
-    the path it was read by)."""
+    the path it was read by) or sets its default length (the recipe's `steps`, which a run
+    recorded before it had, and `--steps` on resuming, may change)."""
     if not isinstance(settings.get("recipe"), dict):
         return settings
-    return {**settings, "recipe": {k: v for k, v in settings["recipe"].items() if k != "name"}}
+    return {**settings, "recipe": {k: v for k, v in settings["recipe"].items()
+                                   if k not in ("name", "steps")}}
 
 
 def _is_glob(corpus):

@@ -64,6 +64,23 @@ def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(train
         assert np.exp(logs["loss"]) == pytest.approx(logs["perplexity"], rel=1e-5), logs
 
 
+def test_a_recipe_with_steps_trains_them_by_default_and_its_runs_resume_under_any(corpus,
+                                                                                  tmp_path):
+    """A recipe's `steps` is its runs' default length, whatever the corpus; it is not a
+    setting that a resumed run must repeat (the CPU recipes gained it: their earlier runs
+    resume)."""
+    import dataclasses
+    import json
+
+    output = str(tmp_path / "run")
+    results = training.train(dataclasses.replace(RECIPE, steps=7), corpus["train"], output,
+                             checkpoint_every=7, verbose=0)
+    assert results["steps"] == 7
+    assert json.loads(open(f"{output}/run.json").read())["steps"] == 7
+    again = training.train(RECIPE, corpus["train"], output, steps=7, verbose=0)  # no refusal
+    assert again["steps"] == 7
+
+
 def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(corpus, tmp_path,
                                                                               caplog):
     """`minutes`: the run stops once that much of `fit` has passed (checkpointed where it
