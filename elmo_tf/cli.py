@@ -40,7 +40,7 @@ def main(argv=None):
             parser.exit(2, f"{PROG}: error: {flag} {value} is a URL; elmo-tf writes to local "
                            "paths only (write locally, then copy, e.g. gcloud storage cp -r).\n")
     # Results on stdout; progress bars (Keras prints them on stdout) and log lines on stderr.
-    results = _RESULTS.set(sys.stdout)
+    results = _RESULTS.set(_RESULTS.get() or sys.stdout)  # (a nested main: the outer one's)
     with _library_log_on_stderr(), contextlib.redirect_stdout(sys.stderr):
         try:
             return args.run(args)
@@ -60,16 +60,6 @@ def _say(*parts):
     """Prints a command's result on the command's stdout (`main` sends everything else that
     prints there, Keras's progress bars, to stderr)."""
     print(*parts, file=_RESULTS.get() or sys.stdout, flush=True)
-
-
-def _version():
-    """The installed package's version (its metadata: no TensorFlow import)."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("elmo-tf")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
 
 
 def main_process(argv=None):
@@ -136,6 +126,7 @@ def _library_log_on_stderr():
 
 def _parser():
     # Every list of choices comes from the registry that owns it.
+    from elmo_tf import __version__
     from elmo_tf.text.tokenizers import TOKENIZERS
     from elmo_tf.export.embeddings_hdf5 import LAYERS
     from elmo_tf.models.family import preset_names
@@ -143,7 +134,7 @@ def _parser():
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
 
     parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     init = commands.add_parser(
@@ -195,7 +186,8 @@ def _parser():
                        help="logical CPU devices for --strategy mirrored without GPUs (default 2)")
     length = train.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=_positive_int,
-                        help="passes over the corpus in all (a resumed run trains what is left)")
+                        help="passes over the corpus in all (a resumed run trains what is left; "
+                             "default: the recipe's steps, elmo_cpu 3,700, else its epochs)")
     length.add_argument("--steps", type=_positive_int,
                         help="optimizer steps in all (a resumed run trains what is left)")
     length.add_argument("--minutes", type=_positive_float,

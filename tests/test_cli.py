@@ -143,7 +143,9 @@ def test_version_at_once_without_tensorflow(capsys):
     assert done.stdout.split("\n")[:2] == [expected, "False"], done.stdout + done.stderr
     with pytest.raises(SystemExit) as exit_:
         main(["--version"])
-    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == expected
+    from elmo_tf import __version__
+
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"elmo-tf {__version__}"
 
 
 def test_a_url_output_is_refused_by_name_and_nothing_is_written(tmp_path, capsys, monkeypatch):

@@ -26,8 +26,8 @@ class Recipe:
     with initial accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128 rows on each of 3
     GPUs, so the global batch is 384). `elmo_small` and `elmo_medium` train the released
     small/medium shapes the same way. `tiny` is a model of a few hundred thousand parameters for
-    tests and the demo. `elmo_cpu` learns real English on a 2-core CPU in half an hour (Adam,
-    sentence batches, 3,700 steps whatever the corpus; `bench/elmo_cpu_in_30_minutes.py`). `masked_elmo_small`, `masked_elmo_original`,
+    tests and the demo. `elmo_cpu` learns real English on a 2-core CPU in half an hour
+    (Adam, sentence batches, 3,700 steps whatever the corpus; `bench/elmo_cpu_in_30_minutes.py`). `masked_elmo_small`, `masked_elmo_original`,
     `masked_elmo_cpu` and `tiny_masked` train Masked ELMo (`docs/masked_elmo.md`) with the
     masked-LM objective and the same optimizer as their ELMo counterparts: `masked_elmo_small`
     and `masked_elmo_original` in stream batches read both ways (bidirectional truncated
@@ -57,7 +57,8 @@ class Recipe:
         steps: the run's length when `train` is given none (no epochs, steps or minutes):
             this many steps whatever the corpus, read as often as it takes; None (the
             default): `epochs` passes. The CPU recipes train for the compute their docs state
-            (`elmo_cpu`: 3,700 steps, the documented 30-minute run).
+            (`elmo_cpu`: 3,700 steps, the documented 30-minute run). A recipe file that gives
+            `epochs` over a base with `steps` trains those epochs.
         min_count, max_vocabulary_size: for the vocabulary built from the corpus.
         shuffle_buffer: sentences in the shuffle buffer.
         objective: the family that trains (`Family.objective` in the family registry):
@@ -216,6 +217,8 @@ class Recipe:
                 spec["model"], source=where)
         if base is not None:
             spec.setdefault("name", f"{base} ({source})")
+            if "epochs" in spec:  # the length asked: not the base's steps
+                spec.setdefault("steps", None)
             return dataclasses.replace(cls.from_name(base), **spec)
         if "model" not in spec:
             raise ValueError(f"{source}: missing 'model' (or give \"base\": a recipe name from "

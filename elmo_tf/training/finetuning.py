@@ -6,7 +6,7 @@ A fine-tuning run lives in its output directory:
 * `run.json`: the settings, the label names and one entry per finished epoch (its dev metrics);
 * `checkpoints/epoch-NNN.weights.h5`: the model and optimizer after the newest epoch;
 * `best.weights.h5`: the weights of the epoch with the best dev score so far;
-* `logs/`: TensorBoard's (the training loss per epoch);
+* `logs/`: TensorBoard's (the training loss and the dev metrics per epoch);
 * when the run ends (all epochs, or `patience` epochs without a better dev score): `model.keras`
   (the best epoch's model, which `predict` and `keras.saving.load_model` read) and
   `dev_metrics.json` (with a `test` file: its scores too, of the best dev epoch and of the
@@ -20,6 +20,7 @@ Nothing here depends on the task: each downstream task model (`DownstreamTask`, 
 name) reads its files, builds its inputs and targets and says what its logits mean.
 """
 
+import collections
 import logging
 import math
 import os
@@ -66,8 +67,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             (`"test_last_epoch"`): nothing is chosen on it, and it is not a setting of the run
             (a finished run given one is scored, not trained again).
         header: the `classify` / `pair` files (train, dev, test) start with a header line,
-            skipped. Without it, a training file whose first label is on no other line while
-            every other label is on several is refused (a header read as an example).
+            skipped. Without it, a training file whose first line looks like a header (its
+            label on no other line while every other label is on several, its texts one word
+            each) is refused.
         tokenizer: how raw text becomes tokens (`"whitespace"` or `"wordpunct"`); by default
             the one the biLM was pre-trained with (its `run.json`), else whitespace. A tagger
             reads CoNLL tokens and always splits on whitespace.
@@ -305,6 +307,8 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
                          "--tfds-data-dir).")
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
                                                             cls.read_examples(dev, header))
+    if not header:
+        _check_no_header(train, train_texts, train_labels)
     names, train_ids, dev_ids = cls.prepare_labels(train_labels, dev_labels, train, dev)
     data = {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
             "metrics": cls.metrics_for(names)}
@@ -313,6 +317,21 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
         data["test"] = (test_texts, cls.prepare_labels(train_labels, test_labels, train,
                                                        test)[2])
     return data
+
+
+def _check_no_header(path, texts, labels):
+    """A ValueError naming `path` when its first line looks like a header read as an example:
+    its label on no other line while every other label is on several, and each of its texts
+    one word (`label<TAB>sentence`)."""
+    counts = collections.Counter(labels)
+    first = labels[0]
+    others = [n for label, n in counts.items() if label != first]
+    if counts[first] == 1 and others and min(others) > 1 and \
+            all(len(text.split()) == 1 for text in texts[0]):
+        raise ValueError(f"{path}: its first line ({first!r}, {' / '.join(texts[0])!r}) looks "
+                         "like a header: its label is on no other line, every other label on "
+                         "several. --header skips it (a first example of a class of its own: "
+                         "move it down).")
 
 
 def _pretraining_tokenizer(model_dir):
@@ -432,6 +451,8 @@ class _DevScore(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         dev = self.score(self.dev)
+        if logs is not None:  # for the callbacks after this one (TensorBoard)
+            logs.update({f"dev_{k}": float(v) for k, v in dev.items()})
         history = [e[self.metric] for e in self.record["epochs"]]
         if not history or dev[self.metric] > max(history):
             save_weights_atomically(self.task, os.path.join(self.run.path, "best.weights.h5"))

@@ -60,7 +60,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             `min_count` / `max_vocabulary_size`.
         strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
         epochs: passes over the corpus (default: the recipe's `steps` where it has them, else
-            its `epochs`). `steps` instead: optimizer steps.
+            its `epochs`; a resumed run: its own total). `steps` instead: optimizer steps.
             Either is the run's total: a resumed run trains what is left (`checkpoint_plan`).
         minutes: instead of `epochs` or `steps`, a wall-clock budget: the run trains (the
             corpus read again as often as it takes) until this many minutes of `fit` have
@@ -140,15 +140,21 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
-    total = (steps if steps is not None else epochs * steps_per_epoch if epochs
-             else recipe.steps or recipe.epochs * steps_per_epoch)
-    every = checkpoint_every or min(steps_per_epoch, MAX_CHECKPOINT_INTERVAL)
+    if steps is not None or epochs:
+        total = steps if steps is not None else epochs * steps_per_epoch
+    elif previous is not None:  # as it started (a run from before recipes had steps: epochs)
+        total = previous.get("steps") or recipe.epochs * steps_per_epoch
+    else:
+        total = recipe.steps or recipe.epochs * steps_per_epoch
+    # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
+    every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
+                                    MAX_CHECKPOINT_INTERVAL)
     record = {"settings": settings, "corpus_size": size, "steps_per_epoch": steps_per_epoch,
               "best_perplexity": best, "xla": xla, "xla_compiled": compiled}
     if minutes is not None:
         record.update(minutes=minutes,
                       trained_seconds=(previous or {}).get("trained_seconds", 0.0))
-    else:  # what runs: --steps, --epochs in steps, else the recipe's steps or epochs
+    else:  # the total asked: --steps, --epochs in steps, else the recipe's steps or epochs
         record["steps"] = total
     run.write_record(record)
 

@@ -45,6 +45,9 @@ def test_masked_recipes_are_their_elmo_counterparts_with_the_measured_batches():
     elmo, masked = Recipe.from_name("elmo_cpu"), Recipe.from_name("masked_elmo_cpu")
     assert elmo.steps == 3700
     assert masked.steps * 0.427 == pytest.approx(elmo.steps * 0.388, rel=0.01)
+    # A recipe file that asks for epochs trains them, not its base's steps.
+    assert Recipe.from_dict({"base": "elmo_cpu", "epochs": 5}).steps is None
+    assert Recipe.from_dict({"base": "elmo_cpu", "batch_size": 32}).steps == 3700
 
 
 def test_file_with_a_base_and_overrides(tmp_path):

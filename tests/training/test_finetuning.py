@@ -152,13 +152,24 @@ def test_a_header_line_is_skipped_with_header_and_refused_without(bilm, tmp_path
               "--epochs", "1"]
     with pytest.raises(SystemExit):
         cli.main(["finetune", *common, "--output", str(tmp_path / "no")])
-    assert (f"{train}: the label of its first example, 'label', is on no other line, every "
-            "other label on several: a header line? (--header skips it)") in \
+    assert (f"{train}: its first line ('label', 'sentence') looks like a header: its label is "
+            "on no other line, every other label on several. --header skips it") in \
         capsys.readouterr().err
     assert not (tmp_path / "no").exists()
     _finetune(capsys, *common, "--header", "--output", str(tmp_path / "yes"))
     record = json.loads((tmp_path / "yes" / "run.json").read_text())
     assert record["labels"] == ["neg", "pos"] and record["settings"]["header"] is True
+    # A first example of a class of its own is no header: its text is a sentence.
+    train.write_text("odd\ta strange film\n" + "".join(f"pos\t{t}\n" for t in GOOD)
+                     + "".join(f"neg\t{t}\n" for t in BAD))
+    dev.write_text("pos\tgood stuff\nneg\tbad stuff\n")
+    _finetune(capsys, *common, "--output", str(tmp_path / "odd"))
+    # A header in the dev file alone: the unknown label says where to look.
+    dev.write_text("label\tsentence\npos\tgood stuff\n")
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", *common, "--output", str(tmp_path / "dev")])
+    assert "has labels the training file does not have: ['label'] (training labels: " \
+        "['neg', 'odd', 'pos']; a header line? --header skips it)" in capsys.readouterr().err
     with pytest.raises(SystemExit):  # CoNLL files have none
         cli.main(["finetune", "--task", "tag", "--train", str(train), "--dev", str(dev),
                   "--model", bilm, "--header", "--output", str(tmp_path / "tag")])

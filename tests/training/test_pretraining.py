@@ -73,12 +73,22 @@ def test_a_recipe_with_steps_trains_them_by_default_and_its_runs_resume_under_an
     import json
 
     output = str(tmp_path / "run")
+    record = f"{output}/run.json"
     results = training.train(dataclasses.replace(RECIPE, steps=7), corpus["train"], output,
                              checkpoint_every=7, verbose=0)
-    assert results["steps"] == 7
-    assert json.loads(open(f"{output}/run.json").read())["steps"] == 7
-    again = training.train(RECIPE, corpus["train"], output, steps=7, verbose=0)  # no refusal
-    assert again["steps"] == 7
+    assert results["steps"] == 7 and json.loads(open(record).read())["steps"] == 7
+    assert json.loads(open(record).read())["steps_per_epoch"] > 7  # less than an epoch
+    # The same command with a recipe of other steps, or none: the run's own 7 (no refusal).
+    for recipe in (RECIPE, dataclasses.replace(RECIPE, steps=50)):
+        assert training.train(recipe, corpus["train"], output, verbose=0)["steps"] == 7
+    # A run from before recipes had steps (none recorded) goes on with its recipe's epochs.
+    old = json.loads(open(record).read())
+    del old["steps"]
+    with open(record, "w") as f:
+        json.dump(old, f)
+    again = training.train(dataclasses.replace(RECIPE, steps=7), corpus["train"], output,
+                           checkpoint_every=7, verbose=0)
+    assert again["steps"] >= RECIPE.epochs * old["steps_per_epoch"] > 7
 
 
 def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(corpus, tmp_path,

@@ -1,7 +1,6 @@
 """`DownstreamTask`: what the downstream task models share, and the registry of them by the
 name `elmo-tf finetune --task` gives them."""
 
-import collections
 import types
 
 import keras
@@ -179,14 +178,6 @@ class DownstreamTask(Task, keras.Model):
         """`(names, train_ids, dev_ids)`: the label names (sorted) and the examples' label ids;
         too few labels, or a dev label the training file lacks, is a ValueError naming the
         file."""
-        counts = collections.Counter(train_labels)
-        first = train_labels[0]
-        if counts[first] == 1 and len(counts) > 1 and min(
-                n for label, n in counts.items() if label != first) > 1:
-            # The first label on no other line, every other on several: a header line.
-            raise ValueError(f"{train_path}: the label of its first example, {first!r}, is on "
-                             "no other line, every other label on several: a header line? "
-                             "(--header skips it).")
         names = sorted(set(train_labels))
         if len(names) < 2:
             raise ValueError(f"{train_path} has one label ({names[0]!r}); a classifier needs two "
@@ -297,5 +288,6 @@ def check_known_labels(path, found, names, what):
     """A ValueError naming `path` when `found` holds labels (or tags) not among `names`."""
     unknown = sorted(found - set(names))
     if unknown:
+        hint = "; a header line? --header skips it" if what == "labels" else ""
         raise ValueError(f"{path} has {what} the training file does not have: {unknown[:5]} "
-                         f"(training {what}: {names[:20]}).")
+                         f"(training {what}: {names[:20]}{hint}).")
