@@ -307,7 +307,7 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
                          "--tfds-data-dir).")
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
                                                             cls.read_examples(dev, header))
-    if not header:
+    if not header and task in ("classify", "pair"):  # labelled text (a tagger's: CoNLL)
         _check_no_header(train, train_texts, train_labels)
     names, train_ids, dev_ids = cls.prepare_labels(train_labels, dev_labels, train, dev)
     data = {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
