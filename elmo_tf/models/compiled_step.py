@@ -76,12 +76,7 @@ class CompiledStep:
                              "distribution strategy turns off).")
         xla = next((v for v in (xla, jit_compile) if v is not None), "auto")
         mode = {True: "on", False: "off"}.get(xla, xla)
-        # Keras's LSTM and GRU say they do not compile where they would run cuDNN's kernel
-        # (a GPU); compiled, they run Keras's own kernel instead, which compiles.
-        # For the rest of the process (a cuDNN kernel is faster where XLA is off).
-        recurrent = [layer for layer in sublayers(self) if _would_run_cudnn(layer)]
-        incompatible = [layer.name for layer in sublayers(self)
-                        if not layer.supports_jit and layer not in recurrent]
+        incompatible = self.xla_incompatible_layers()
         self.xla = use_xla(mode) and (mode == "on" or not incompatible)
         if self.xla and incompatible:
             raise ValueError(
@@ -89,8 +84,12 @@ class CompiledStep:
                 f"XLA: its layers {incompatible} run ops XLA cannot compile (string ops: a "
                 "layer called on raw text or string tokens says so for good); compile it with "
                 "xla=False (finetune: --xla off).")
-        for layer in recurrent if self.xla else ():
-            layer.use_cudnn, layer.supports_jit = False, True
+        # Keras's LSTM and GRU say they do not compile where they would run cuDNN's kernel
+        # (a GPU); compiled, they run Keras's own kernel instead, which compiles, for the rest
+        # of the process (a cuDNN kernel is faster where XLA is off).
+        for layer in sublayers(self) if self.xla else ():
+            if _would_run_cudnn(layer):
+                layer.use_cudnn, layer.supports_jit = False, True
         super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
                         **kwargs)
         # One trace per input signature (a new shape compiles once), kept in a plain
@@ -113,8 +112,11 @@ class CompiledStep:
 
     def xla_incompatible_layers(self):
         """The names of this model's layers that say they do not compile with XLA
-        (`supports_jit = False`: the downstream tasks' tokenizers read raw text)."""
-        return [layer.name for layer in sublayers(self) if not layer.supports_jit]
+        (`supports_jit = False`: the downstream tasks' tokenizers read raw text), but for
+        Keras's LSTM and GRU layers that would run cuDNN's kernel: compiled, they run their
+        own (`compile`)."""
+        return [layer.name for layer in sublayers(self)
+                if not layer.supports_jit and not _would_run_cudnn(layer)]
 
     def global_loss_counts(self, y):
         """Counts of the whole global batch that the loss divides by (summed over the replicas

@@ -45,8 +45,9 @@ class DownstreamTask(Task, keras.Model):
     (`TextTokenizer`), turn the tokens into char ids (`TokensToCharIds`), embed them with an
     `ElmoEmbedding` (a frozen biLM and a trainable scalar mix by default; the whole biLM with
     the embedding's `fine_tune=True`) and run a head. The string ops come first and end in the
-    model's features, so the model splits in two: `preprocessor` (text -> features, for the
-    input pipeline) and `numeric` (features -> logits, compiled with XLA by `finetune` on GPUs).
+    model's features, so the model splits in two (`split()`): a preprocessor (text -> features,
+    for the input pipeline) and a numeric part (features -> logits, compiled with XLA by
+    `finetune` on GPUs).
 
     The default heads follow the GLUE paper's ELMo baselines (Wang et al. 2018): a BiLSTM over
     the ELMo vectors (`encoder_units` per direction; Keras's LSTM, so cuDNN on a GPU), max-pooled
