@@ -138,15 +138,17 @@ def _parser():
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     init = commands.add_parser(
-        "init", help="write a randomly initialised model (options.json + weights.hdf5)",
+        "init", help="write a randomly initialised model (options.json + weights.hdf5, and a "
+                     "KerasHub preset)",
         description="Writes DIR/options.json and DIR/weights.hdf5 for a preset architecture of "
-                    "any model family, with its training initialisation, e.g. to try the "
-                    "pipeline before training or converting a model.")
+                    "any model family, with its training initialisation, and the same model as "
+                    "a KerasHub preset (config.json, metadata.json, model.weights.h5), e.g. to "
+                    "try the pipeline before training or converting a model.")
     init.add_argument("--preset", required=True, metavar="PRESET",
                       help=f"one of {', '.join(preset_names())} (ELMo's released shapes also "
                            "as small, medium, original)")
     init.add_argument("--output", required=True, metavar="DIR",
-                      help="the directory to write (options.json, weights.hdf5)")
+                      help="the directory to write")
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
 
@@ -167,8 +169,9 @@ def _parser():
         "train", help="pre-train a biLM, ELMo or Masked ELMo (resumes a killed run in the same "
                       "--output)",
         description="Trains the recipe's biLM with model.fit and writes DIR/options.json, "
-                    "DIR/weights.hdf5 (released layout), DIR/vocab.txt, checkpoints and "
-                    "TensorBoard logs. Run the same command again after a crash to resume "
+                    "DIR/weights.hdf5 (released layout), the same biLM as a KerasHub preset "
+                    "(DIR/config.json, metadata.json, model.weights.h5), DIR/vocab.txt, "
+                    "checkpoints and TensorBoard logs. Run the same command again after a crash to resume "
                     "from the last checkpoint.")
     train.add_argument("--recipe", required=True,
                        help=f"{', '.join(Recipe.names())}, or a recipe .json")
@@ -505,8 +508,7 @@ def _train(args):
     spent = (f" in {results['trained_minutes']:g} minutes" if "trained_minutes" in results
              else "")
     _say(f"trained {results['steps']} steps{spent}; wrote {args.output}/options.json, "
-          "weights.hdf5, "
-          "vocab.txt")
+          "weights.hdf5, vocab.txt and a KerasHub preset (config.json, model.weights.h5)")
     if "validation" in results:
         family = training.RunDirectory(args.output).recipe().family
         _print_perplexities("held-out", results["validation"], family,
@@ -542,15 +544,15 @@ def _init(args):
     import keras
 
     from elmo_tf.models.backbone import Backbone
+    from elmo_tf.training.run_directory import write_model_files
 
     keras.utils.set_random_seed(args.seed)
     backbone = Backbone.from_architecture(args.preset)
-    options, weights = os.path.join(args.output, "options.json"), os.path.join(args.output,
-                                                                               "weights.hdf5")
-    backbone.save_allennlp(weights, options)
+    write_model_files(backbone, args.output)
     _say(f"wrote a random {args.preset} {type(backbone).__name__} "
-          f"({backbone.count_params():,} parameters, seed {args.seed}) to {options} and "
-          f"{weights}")
+          f"({backbone.count_params():,} parameters, seed {args.seed}) to {args.output} "
+          "(options.json and weights.hdf5, and a KerasHub preset: config.json, "
+          "metadata.json, model.weights.h5)")
     return 0
 
 

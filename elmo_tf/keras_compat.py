@@ -7,6 +7,7 @@ They are written for the versions `setup.cfg` pins (`KERAS_VERSIONS`, `TENSORFLO
 rather than letting a hook fail deep inside a run.
 """
 
+import contextlib
 import io
 import os
 
@@ -195,6 +196,28 @@ class _OpenH5Store(saving_lib.H5IOStore):
 
     def _get_h5_file(self, path_or_io, mode=None):
         return self._open_file
+
+
+@contextlib.contextmanager
+def without_optimizer(model):
+    """`model` as Keras's saving and loading see it without its optimizer, for the block: no
+    optimizer state written (`save_weights`, `.keras` archives) or read (`load_weights`), no
+    compile config (a `.keras` written here loads uncompiled, with no "Skipping variable
+    loading for optimizer" warning). The optimizer is back after the block.
+
+    Private: the Trainer's `optimizer` and `compiled` attributes, which Keras's writers read
+    (keras-team/keras has no public way to save a compiled model without its optimizer).
+
+    Example:
+    >>> with without_optimizer(model):
+    ...     model.save_weights("best.weights.h5")   # the model's weights, no Adam slots
+    """
+    optimizer, compiled = model.optimizer, model.compiled
+    model.optimizer, model.compiled = None, False
+    try:
+        yield model
+    finally:
+        model.optimizer, model.compiled = optimizer, compiled
 
 
 def save_model_to_file(model, file):

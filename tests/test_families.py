@@ -5,6 +5,7 @@ elmo_tf/training, elmo_tf/export or elmo_tf/cli.py that names it."""
 import json
 
 import h5py
+import keras_hub
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -54,6 +55,9 @@ def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
 
     backbone = Backbone.from_preset(str(run))
     assert type(backbone).__name__ == "ToyBackbone"
+    # The run is a KerasHub preset too, which KerasHub's own loader reads.
+    from_keras_hub = keras_hub.models.Backbone.from_preset(str(run))
+    assert type(from_keras_hub) is type(backbone)
     sentences = tmp_path / "in.txt"
     sentences.write_text("the cat sees a bird\ndog runs\n")
     assert cli.main(["dump", str(sentences), str(tmp_path / "vec.hdf5"), "--model",
@@ -63,6 +67,9 @@ def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
     assert dumped.shape == (2, 5, 16)
     expected = backbone.embed(_char_ids(["the", "cat", "sees", "a", "bird"]))
     np.testing.assert_allclose(dumped, expected["layers"][0], atol=1e-6)
+    np.testing.assert_allclose(from_keras_hub.embed(_char_ids(["the", "cat", "sees", "a",
+                                                               "bird"]))["layers"][0],
+                               dumped, atol=1e-6)
 
     assert cli.main(["export", "--model", str(run), "--output", str(tmp_path / "serving")]) == 0
     served = tf.saved_model.load(str(tmp_path / "serving" / "1")).signatures["default"](

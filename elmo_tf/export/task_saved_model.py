@@ -42,7 +42,8 @@ def export_task_model(model, export_base, version=None):
                          "backbone or layer norm: a served sentence would depend on other "
                          "requests.")
     module = tf.Module()
-    module.model = model
-    module.model_variables = [v.value for v in model.variables]  # the tf.Variables the graph reads
+    # The tf.Variables the graph reads, and nothing else: not the Keras model, whose optimizer
+    # (Adam's two slots per trained weight) serving never reads.
+    module.model_variables = [v.value for v in model.variables]
     return save_version(module, {"serving_default": model.serving_function()}, export_base,
                         version, model)

@@ -1,8 +1,10 @@
 """`Backbone`: the contract every elmo-tf backbone keeps, and what its users rely on."""
 
+import os
 import types
 
 import keras
+import keras_hub
 import tensorflow as tf
 
 from elmo_tf.text.char_ids import check_char_ids
@@ -17,7 +19,7 @@ OUTPUTS = {"layers": (2, False), "mask": (1, False), "layers_with_boundaries": (
            "mask_with_boundaries": (1, True), "token_embeddings": (1, True)}
 
 
-class Backbone(keras.Model):
+class Backbone(keras_hub.models.Backbone):
     """A contextual token encoder: char ids of sentences -> one vector per token and layer.
 
     This is the contract `ElmoEmbedding` (the scalar mixes), the SavedModel export and
@@ -25,7 +27,9 @@ class Backbone(keras.Model):
     (`ElmoBackbone`) keeps it, and so does any other backbone (Masked ELMo's), as AllenNLP's
     `Elmo(module=...)` takes any biLM that returns its activations and mask.
 
-    A backbone is a functional Keras model built in `__init__`.
+    A backbone is a functional Keras model built in `__init__`, and a KerasHub backbone
+    (`keras_hub.models.Backbone`): `save_to_preset(dir)` writes a KerasHub preset, which
+    `keras_hub.models.Backbone.from_preset(dir)` loads once `elmo_tf` is imported.
 
     Input: int32 char ids `[batch, time, max_characters_per_token]` of *sentences*, in
     AllenNLP's `batch_to_ids` convention (`elmo_tf.tokens_to_char_ids`): no sentence
@@ -85,39 +89,85 @@ class Backbone(keras.Model):
 
     # --- presets -------------------------------------------------------------------------
     @classmethod
-    def from_preset(cls, preset, **kwargs):
-        """A backbone with the preset's weights, as KerasHub's `from_preset`: `preset` is a
-        local preset directory, its config, weights and metadata (`options.json`,
-        `weights.hdf5` and, from `elmo-tf train`, `run.json`: what `train` and `init` write,
-        and AllenNLP's released files under those names), of any registered family
-        (`load_backbone`); or the name of a registered preset architecture, which has no
-        weights: the backbone then has fresh ones (`from_architecture`).
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """A backbone from a preset, as KerasHub's `from_preset`. `preset` is one of:
+
+        * a KerasHub preset (a directory with `config.json`, from `save_to_preset`; or a
+          `kaggle://`, `hf://` handle): KerasHub's own loader;
+        * a model directory without one, `options.json` + `weights.hdf5`: what elmo-tf
+          before 0.3 wrote, AllenNLP's released files under those names; any registered
+          family's (`load_backbone`). (`elmo-tf train` and `init` write both.)
+        * the name of a registered architecture (`elmo_tf.models.family.preset_names()`):
+          elmo-tf ships no weights for it, so it takes `load_weights=False`, for fresh
+          weights (`from_architecture`), and is an error otherwise.
 
         Args:
-            preset: a directory, or a preset name (`elmo_tf.models.family.preset_names()`).
-            **kwargs: the backbone's other constructor arguments (`dtype`, ...).
+            preset: a directory, a KerasHub handle, or an architecture name.
+            load_weights: False builds the preset's architecture with fresh weights.
+            **kwargs: the backbone's other constructor arguments (`dtype`, `dropout`, ...).
 
         Example:
-        >>> backbone = Backbone.from_preset("runs/tiny")           # trained weights
-        >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")  # fresh weights
+        >>> backbone = Backbone.from_preset("runs/tiny")      # trained weights, any family
+        >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked", load_weights=False)
         """
-        import os
-
+        from elmo_tf.files import read_json
+        from elmo_tf.models.family import family_for_options, family_for_preset
         from elmo_tf.models.load_backbone import load_backbone
 
+        preset = os.fspath(preset)
+        if "://" in preset or os.path.isfile(os.path.join(preset, "config.json")):
+            return super().from_preset(preset, load_weights=load_weights, **kwargs)
         if not os.path.isdir(preset):
+            try:
+                family_for_preset(preset)
+            except ValueError as error:
+                raise ValueError(f"{preset!r} is not a directory, and {error}") from None
+            if load_weights:
+                raise ValueError(
+                    f"{preset!r} names an architecture, and elmo-tf ships no weights for it: "
+                    f"`from_preset({preset!r}, load_weights=False)` builds it with fresh "
+                    "weights; trained ones load from a directory (`elmo-tf train`'s or "
+                    "`init`'s output, a `save_to_preset` directory, or AllenNLP's released "
+                    "files as options.json and weights.hdf5).")
             return cls.from_architecture(preset, **kwargs)
         files = [os.path.join(preset, name) for name in ("options.json", "weights.hdf5")]
-        missing = [f for f in files if not os.path.isfile(f)]
+        missing = [f for f in files[:1 + bool(load_weights)] if not os.path.isfile(f)]
         if missing:
             raise FileNotFoundError(f"{preset} is not a preset directory: it lacks "
                                     f"{', '.join(os.path.basename(f) for f in missing)} "
-                                    "(what `elmo-tf train` and `elmo-tf init` write).")
-        backbone = load_backbone(*files, **kwargs)
+                                    "(and config.json: what `elmo-tf train` and `elmo-tf "
+                                    "init` write, and `save_to_preset`).")
+        if load_weights:
+            backbone = load_backbone(*files, **kwargs)
+        else:
+            family = family_for_options(read_json(files[0]), source=files[0])
+            backbone = family.backbone_class(
+                family.config_class.from_options_json(files[0]), **kwargs)
         if not isinstance(backbone, cls):
             raise ValueError(f"{preset} holds a {type(backbone).__name__}, not a "
                              f"{cls.__name__} (Backbone.from_preset takes any family's).")
         return backbone
+
+    def save_to_preset(self, preset_dir, max_shard_size=10):
+        """Writes the backbone as a KerasHub preset (`config.json`, `metadata.json`,
+        `model.weights.h5`; KerasHub's own writer), each file whole or not at all: written in
+        a temporary directory, then renamed into `preset_dir` one by one, `config.json` last
+        and an earlier one removed first (a directory without it is no KerasHub preset: a
+        failed write leaves no preset that mixes two models).
+
+        Args:
+            preset_dir: the directory (created if need be; other files in it are kept).
+            max_shard_size: as KerasHub's: weights over this many GB are sharded.
+
+        Example:
+        >>> backbone.save_to_preset("my_elmo")
+        >>> keras_hub.models.Backbone.from_preset("my_elmo")   # after `import elmo_tf`
+        """
+        from elmo_tf.files import write_files_atomically
+
+        write_files_atomically(
+            preset_dir, lambda staging: super(Backbone, self).save_to_preset(
+                staging, max_shard_size=max_shard_size), last="config.json")
 
     @classmethod
     def from_architecture(cls, name, **kwargs):

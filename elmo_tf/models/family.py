@@ -19,7 +19,11 @@ class Family:
         backbone_class: its `Backbone`, with `config_class`,
             `from_allennlp(options_file, weight_file, **kwargs)` and
             `save_allennlp(weight_file, options_file, training=None)` (the model files `train`
-            and `init` write and `dump`, `export` and `finetune` read).
+            and `init` write and `dump`, `export` and `finetune` read), registered with
+            `keras.saving.register_keras_serializable` (the KerasHub preset they write
+            beside those files names it).
+        tokenizer_class: its `CharIdsTokenizer` subclass (`backbone_cls` its backbone), which
+            model directories carry as KerasHub's tokenizer (None: none).
         recipe_fields: the `Recipe` fields only this family reads (left out of other
             families' run records).
         next_token_bound: whether the built-in corpus's best perplexity (a next-token bound)
@@ -39,6 +43,7 @@ class Family:
     objective = None
     config_class = None
     backbone_class = None
+    tokenizer_class = None
     recipe_fields = ()
     next_token_bound = False
     reads_unmarked_options = False
@@ -104,6 +109,15 @@ def register_family(family):
 def families():
     """The registered families, in registration order."""
     return tuple(_FAMILIES.values())
+
+
+def family_for_backbone(backbone):
+    """The family whose `backbone_class` `backbone` is an instance of."""
+    for family in _FAMILIES.values():
+        if type(backbone) is family.backbone_class:
+            return family
+    raise ValueError(f"no registered model family builds a {type(backbone).__name__} "
+                     f"(registered: {list(_FAMILIES)}).")
 
 
 def family_for_objective(objective):

@@ -4,13 +4,17 @@ representations, with early stopping on the dev set's own metric, resumably.
 A fine-tuning run lives in its output directory:
 
 * `run.json`: the settings, the label names and one entry per finished epoch (its dev metrics);
-* `checkpoints/epoch-NNN.weights.h5`: the model and optimizer after the newest epoch;
-* `best.weights.h5`: the weights of the epoch with the best dev score so far;
+* `checkpoints/epoch-NNN.weights.h5`: the model and optimizer after the newest epoch (kept
+  when the run ends: a larger `epochs` goes on from it, and a test file given later is scored
+  with the last epoch's weights too);
+* `best.weights.h5`: the weights of the epoch with the best dev score so far (no optimizer
+  state), until the run ends;
 * `logs/`: TensorBoard's (the training loss and the dev metrics per epoch);
 * when the run ends (all epochs, or `patience` epochs without a better dev score): `model.keras`
-  (the best epoch's model, which `predict` and `keras.saving.load_model` read) and
-  `dev_metrics.json` (with a `test` file: its scores too, of the best dev epoch and of the
-  last, a test set being scored, never chosen on).
+  (the best epoch's model, without optimizer state: `predict` and `keras.saving.load_model`
+  read it, uncompiled), which then replaces best.weights.h5, and `dev_metrics.json` (with a
+  `test` file: its scores too, of the best dev epoch and of the last, a test set being scored,
+  never chosen on).
 
 Killed, the same command resumes after the last finished epoch, with the batches and dropout
 draws the uninterrupted run would have had (each epoch's depend only on the seed and the
@@ -21,6 +25,7 @@ name) reads its files, builds its inputs and targets and says what its logits me
 """
 
 import collections
+import contextlib
 import logging
 import math
 import os
@@ -34,7 +39,7 @@ from elmo_tf.checks import check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import read_json, write_atomically, write_json_atomically
-from elmo_tf.keras_compat import save_model_to_file
+from elmo_tf.keras_compat import save_model_to_file, without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -175,7 +180,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 raise ValueError(f"{checkpoints.path(done)}, the checkpoint of epoch {done}, is "
                                  f"damaged ({problem}); the run cannot resume without it (only "
                                  f"the last epoch's is kept): move {output} away to fine-tune "
-                                 "again (its best.weights.h5 holds the best epoch so far).")
+                                 "again (its best.weights.h5 holds the best epoch so far, or "
+                                 "model.keras once the run has ended).")
             model.load_weights(checkpoints.path(done))
             logger.info("resuming %s after epoch %d", output, done)
         metric = data["metrics"][0]
@@ -194,18 +200,23 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         if "test" in data:  # the last epoch's weights are its checkpoint's
             model.load_weights(checkpoints.path(len(record["epochs"])))
             results["test_last_epoch"] = score(data["test"])
-        model.load_weights(os.path.join(output, "best.weights.h5"))
+        best_file, model_file = (os.path.join(output, name) for name in ("best.weights.h5",
+                                                                          "model.keras"))
+        with without_optimizer(model):  # the best weights: best.weights.h5, or a finished
+            model.load_weights(best_file if os.path.exists(best_file) else model_file)  # run's
         if "test" in data:
             results["test"] = score(data["test"])
 
         def write_model(tmp):
-            with open(tmp, "wb") as f:
+            with open(tmp, "wb") as f, without_optimizer(model):
                 save_model_to_file(model, f)
 
-        write_atomically(os.path.join(output, "model.keras"), write_model)
+        write_atomically(model_file, write_model)
         if "dev_mismatched" in data:
             results["dev_mismatched"] = score(data["dev_mismatched"])
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
+        with contextlib.suppress(FileNotFoundError):  # model.keras holds its weights now
+            os.remove(best_file)
         return results
 
 
@@ -455,7 +466,9 @@ class _DevScore(keras.callbacks.Callback):
             logs.update({f"dev_{k}": float(v) for k, v in dev.items()})
         history = [e[self.metric] for e in self.record["epochs"]]
         if not history or dev[self.metric] > max(history):
-            save_weights_atomically(self.task, os.path.join(self.run.path, "best.weights.h5"))
+            with without_optimizer(self.task):  # a copy of the weights, no Adam slots
+                save_weights_atomically(self.task, os.path.join(self.run.path,
+                                                                "best.weights.h5"))
         self.checkpoints.save(self.task, epoch + 1, keep=1)
         self.record["epochs"].append({k: float(v) for k, v in dev.items()})
         self.record["metric"] = self.metric

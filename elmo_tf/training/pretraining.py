@@ -231,7 +231,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
             results["validation"] = evaluate_language_model(lm, validation, vocab, recipe, read)
     if best is not None and recipe.family.next_token_bound:
         results["best_perplexity"] = best
-    run.write_outputs(lm, recipe, len(vocab), pairs)
+    run.write_outputs(lm, recipe, len(vocab), pairs, read["tokenizer"])
     results["output"] = output
     return results
 

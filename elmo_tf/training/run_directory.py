@@ -10,6 +10,9 @@ run; the pre-training files too:
                                  epoch-NNN.weights.h5 (the last epoch)
     options.json                 pre-training: the family's options (architecture + training keys)
     weights.hdf5                 pre-training: the biLM in its family's files (written at the end)
+    config.json, metadata.json,  pre-training: the same biLM as a KerasHub preset (inference
+    model.weights.h5,            settings: stateless, no dropout; `Backbone.save_to_preset`)
+    tokenizer.json               and its tokenizer (`CharIdsTokenizer`: the corpus's)
     vocab.txt                    pre-training: the softmax vocabulary, bilm-tf's format
     language_model.weights.h5    pre-training: the whole pre-training task (softmax included)
     corpus/                      pre-training: the built-in corpus, when the run trains on it
@@ -32,7 +35,8 @@ from elmo_tf.files import (
     remove_stale_temporaries,
     write_json_atomically,
 )
-from elmo_tf.models.family import families
+from elmo_tf.models.family import families, family_for_backbone
+from elmo_tf.models.load_backbone import load_backbone
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.checkpoints import save_weights_atomically
 
@@ -174,13 +178,35 @@ class RunDirectory:
         vocab.save(self.vocab_file)
         return vocab, size
 
-    def write_outputs(self, lm, recipe, vocabulary_size, pairs):
+    def write_outputs(self, lm, recipe, vocabulary_size, pairs, tokenizer):
         """weights.hdf5 and options.json (the family's model files, with bilm-tf's training
-        keys) and language_model.weights.h5."""
-        lm.backbone.save_allennlp(os.path.join(self.path, "weights.hdf5"),
-                                  os.path.join(self.path, "options.json"),
-                                  training=recipe.training_options(vocabulary_size, pairs))
+        keys), the same backbone as a KerasHub preset with its tokenizer (`tokenizer`: the
+        corpus's), and language_model.weights.h5."""
+        write_model_files(lm.backbone, self.path,
+                          training=recipe.training_options(vocabulary_size, pairs),
+                          tokenizer=tokenizer)
         save_weights_atomically(lm, self.language_model_file)
+
+
+def write_model_files(backbone, directory, training=None, tokenizer="whitespace"):
+    """A model directory, what `Backbone.from_preset` and KerasHub's loaders read: the family's
+    files (options.json, with bilm-tf's `training` keys if given; weights.hdf5 in the released
+    layout), then the backbone they describe, as it loads for inference (stateless, no
+    dropout), as a KerasHub preset (config.json, metadata.json, model.weights.h5), with the
+    family's tokenizer (tokenizer.json: `tokenizer`, how the corpus was split into tokens).
+
+    Example:
+    >>> write_model_files(backbone, "model/")
+    >>> keras_hub.models.Backbone.from_preset("model/")
+    >>> keras_hub.tokenizers.Tokenizer.from_preset("model/")
+    """
+    options, weights = (os.path.join(directory, name) for name in ("options.json",
+                                                                  "weights.hdf5"))
+    backbone.save_allennlp(weights, options, training=training)
+    tokenizer_class = family_for_backbone(backbone).tokenizer_class
+    if tokenizer_class is not None:  # before config.json, which makes the directory a preset
+        tokenizer_class(tokenizer, backbone.max_characters_per_token).save_to_preset(directory)
+    load_backbone(options, weights).save_to_preset(directory)
 
 
 def recipe_settings(recipe):

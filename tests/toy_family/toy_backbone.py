@@ -100,6 +100,7 @@ class RunningMeans(keras.layers.Layer):
         return (input_shape[0], 2, input_shape[1], 2 * self.dim)
 
 
+@keras.saving.register_keras_serializable(package="elmo_tf_toy")
 class ToyBackbone(Backbone):
     """The toy's functional model: the contract's graph (`sentence_graph`) around
     `BagOfCharacters` and `RunningMeans`."""

@@ -3,7 +3,11 @@ model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming
 
 import json
 import os
+import warnings
+import zipfile
 
+import h5py
+import keras
 import numpy as np
 import pytest
 
@@ -112,6 +116,25 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     expected_last = np.mean([p == g for p, g in zip(predict(model, texts), gold)])
     assert results["test_last_epoch"]["accuracy"] == pytest.approx(expected_last)
     assert f"test (best dev epoch): accuracy {expected:.4f}" in out
+    # Ended, the run keeps one copy of the best weights, without optimizer state (model.keras,
+    # which loads uncompiled and without warnings), and the last checkpoint (which has it).
+    names = os.listdir(tmp_path / "run")
+    assert "model.keras" in names and "best.weights.h5" not in names
+    with zipfile.ZipFile(tmp_path / "run" / "model.keras") as archive:
+        with archive.open("model.weights.h5") as weights, h5py.File(weights, "r") as f:
+            assert "optimizer" not in f and "layers" in f
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert not keras.saving.load_model(tmp_path / "run" / "model.keras").compiled
+    assert not [w for w in caught if "optimizer" in str(w.message)]
+    checkpoint = tmp_path / "run" / "checkpoints" / f"epoch-{len(history):03d}.weights.h5"
+    assert any(name.startswith("optimizer/") for name in h5_values(checkpoint))
+    # The same command again: the ended run's scores, from model.keras and the checkpoint.
+    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
+              "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
+              "--epochs", "8", "--patience", "2")
+    again = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
+    assert again == results
 
 
 def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):

@@ -7,6 +7,7 @@ from elmo_tf.data.language_model_dataset import language_model_dataset
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
+from elmo_tf.models.elmo.elmo_tokenizer import ElmoTokenizer
 from elmo_tf.models.family import Family
 
 
@@ -23,6 +24,7 @@ class ElmoFamily(Family):
     objective = "bilm"
     config_class = ElmoConfig
     backbone_class = ElmoBackbone
+    tokenizer_class = ElmoTokenizer
     next_token_bound = True
     reads_unmarked_options = True  # released files carry no mark
 

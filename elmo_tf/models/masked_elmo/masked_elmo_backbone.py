@@ -47,7 +47,7 @@ class MaskedElmoBackbone(CharLSTMBackbone):
             (`from_allennlp` builds so).
 
     Example:
-    >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
+    >>> backbone = MaskedElmoBackbone.from_architecture("tiny_masked")
     >>> outputs = backbone(elmo_tf.tokens_to_char_ids([["The", "cat"], ["Hi", ""]]))
     >>> outputs["layers"].shape  # [batch, 3, time, 2P]
     TensorShape([2, 3, 2, 32])

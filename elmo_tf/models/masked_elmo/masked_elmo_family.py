@@ -8,6 +8,7 @@ from elmo_tf.models.family import Family
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
+from elmo_tf.models.masked_elmo.masked_elmo_tokenizer import MaskedElmoTokenizer
 
 # Every run is scored on the same masking of a held-out corpus: BERT's 15 %, one masking per
 # sentence, this seed, whatever the recipe trains with.
@@ -29,6 +30,7 @@ class MaskedElmoFamily(Family):
     objective = "masked_lm"
     config_class = MaskedElmoConfig
     backbone_class = MaskedElmoBackbone
+    tokenizer_class = MaskedElmoTokenizer
     recipe_fields = ("masks_per_sentence", "selection_rate", "next_token_weight",
                      "cloze_weight")
 

@@ -64,7 +64,7 @@ class MaskedElmoLanguageModel(LanguageModel):
             masked LM alone).
 
     Example:
-    >>> backbone = MaskedElmoBackbone.from_preset("tiny_masked")
+    >>> backbone = MaskedElmoBackbone.from_architecture("tiny_masked")
     >>> model = MaskedElmoLanguageModel(backbone, vocabulary_size=len(vocab))
     >>> model.compile(optimizer=keras.optimizers.Adam(1e-3))
     >>> model.fit(masked_language_model_dataset(sentences, vocab), steps_per_epoch=100)

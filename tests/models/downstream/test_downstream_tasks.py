@@ -273,6 +273,24 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
     assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
 
 
+def test_a_task_export_holds_the_model_variables_and_no_optimizer_state(tmp_path):
+    """A fine-tuned model carries Adam's two slots per trained weight: serving reads none."""
+    import os
+
+    from elmo_tf.export import export_task_model
+
+    model = TextClassifier(_embedding(), labels=["neg", "pos"], encoder_units=4,
+                           word_embedding_dim=3)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=model.task_loss())
+    model.optimizer.build(model.trainable_variables)
+    assert len(model.optimizer.variables) > len(model.trainable_variables)
+    version = export_task_model(model, tmp_path / "classifier")
+    saved = [name for name, _ in tf.train.list_variables(
+        os.path.join(version, "variables", "variables")) if name.endswith("VARIABLE_VALUE")]
+    assert len(saved) == len(model.variables)
+    assert not [name for name in saved if "optimizer" in name]
+
+
 def test_task_savedmodels_exported_on_the_gpu_path_serve_raw_text_on_a_cpu(tmp_path,
                                                                              monkeypatch):
     """As exported on a GPU machine (Keras's GPU code path forced): no cuDNN op in the export,

@@ -42,7 +42,7 @@ def _dataset(sentences, vocabulary, **kwargs):
 
 def _tiny_backbone(**kwargs):
     keras.utils.set_random_seed(0)
-    return MaskedElmoBackbone.from_preset("tiny_masked", **kwargs)
+    return MaskedElmoBackbone.from_architecture("tiny_masked", **kwargs)
 
 
 @pytest.mark.parametrize("rate, covers_all", [(0.15, False), (0.4, True)])

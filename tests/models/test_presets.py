@@ -1,0 +1,169 @@
+"""KerasHub presets: a backbone written by `save_to_preset`, `elmo-tf init` or `train` is read by
+KerasHub's own loader (`keras_hub.models.Backbone.from_preset`) in a fresh process with the same
+outputs; `from_preset` also reads the family's files alone (runs of earlier versions, AllenNLP's
+released files); a preset name, which has no weights, needs `load_weights=False`."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import keras_hub
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf import cli
+from elmo_tf import files
+from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
+from elmo_tf.models.elmo.elmo_config import ElmoConfig
+from elmo_tf.models.elmo.elmo_tokenizer import ElmoTokenizer
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_tokenizer import MaskedElmoTokenizer
+from tests import reference
+from elmo_tf.text.char_ids import tokens_to_char_ids
+from tests.models.elmo.test_elmo_backbone import _fixture_batches
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TOKENS = [["The", "cat", "sat", "down"], ["Hi", "", "", ""]]
+
+
+def _loaded_in_a_fresh_process(preset, tmp_path, tokens=TOKENS):
+    """(class name, "layers") of `keras_hub.models.Backbone.from_preset(preset)` called in a
+    new Python process that imports nothing of elmo-tf but the package."""
+    out = tmp_path / "layers.npy"
+    script = (
+        "import sys, numpy as np, keras_hub, elmo_tf\n"
+        "from elmo_tf.text.char_ids import tokens_to_char_ids\n"
+        "backbone = keras_hub.models.Backbone.from_preset(sys.argv[1])\n"
+        "ids = tokens_to_char_ids(eval(sys.argv[3]), backbone.max_characters_per_token)\n"
+        "np.save(sys.argv[2], backbone(ids)['layers'].numpy())\n"
+        "print(type(backbone).__name__)\n")
+    done = subprocess.run([sys.executable, "-c", script, str(preset), str(out), repr(tokens)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.split()[-1], np.load(out)
+
+
+def _layers(backbone, tokens=TOKENS):
+    ids = tokens_to_char_ids(tokens, backbone.max_characters_per_token)
+    return backbone(ids)["layers"].numpy()
+
+
+def test_released_weights_through_a_keras_hub_preset_keep_bilm_tf_parity(bilm_tf_dir,
+                                                                         tmp_path):
+    released = tmp_path / "released"  # AllenNLP's files under the names of a model directory
+    released.mkdir()
+    shutil.copy(bilm_tf_dir / "options.json", released / "options.json")
+    shutil.copy(bilm_tf_dir / "lm_weights.hdf5", released / "weights.hdf5")
+    ElmoBackbone.from_preset(released).save_to_preset(tmp_path / "preset")
+    assert sorted(os.listdir(tmp_path / "preset")) == ["config.json", "metadata.json",
+                                                       "model.weights.h5"]
+    tokens, expected = next(_fixture_batches(bilm_tf_dir))
+    name, layers = _loaded_in_a_fresh_process(tmp_path / "preset", tmp_path, tokens)
+    assert name == "ElmoBackbone"
+    for k in range(3):
+        np.testing.assert_allclose(layers[k, 2, :len(tokens[k])], expected[k], atol=1e-5)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "tiny_masked"])
+def test_init_writes_a_model_directory_keras_hub_loads(preset, tmp_path, capsys):
+    directory = tmp_path / "model"
+    assert cli.main(["init", "--preset", preset, "--output", str(directory), "--seed", "3"]) == 0
+    assert "KerasHub preset" in capsys.readouterr().out
+    assert {"options.json", "weights.hdf5", "config.json", "metadata.json",
+            "model.weights.h5"} <= set(os.listdir(directory))
+    name, layers = _loaded_in_a_fresh_process(directory, tmp_path)
+    metadata = json.loads((directory / "metadata.json").read_text())
+    tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(str(directory))
+    assert type(tokenizer) is {"tiny": ElmoTokenizer, "tiny_masked": MaskedElmoTokenizer}[preset]
+    assert tokenizer.tokenizer == "whitespace"
+    np.testing.assert_allclose(  # the tokenizer's char ids are what the backbone reads
+        _layers(Backbone.from_preset(directory)),
+        Backbone.from_preset(directory)(tokenizer([" ".join(t) for t in TOKENS]))[
+            "layers"].numpy(), atol=1e-6)
+    os.remove(directory / "config.json")  # as a run of an earlier version: its own loader
+    from_family_files = Backbone.from_preset(directory)
+    assert name == type(from_family_files).__name__
+    np.testing.assert_allclose(layers, _layers(from_family_files), atol=1e-6)
+    assert metadata["parameter_count"] == from_family_files.count_params()
+
+
+def test_save_to_preset_round_trips_with_constructor_arguments(tmp_path):
+    masked = MaskedElmoBackbone.from_architecture("tiny_masked")
+    masked.save_to_preset(tmp_path / "masked")
+    loaded = MaskedElmoBackbone.from_preset(tmp_path / "masked", dropout=0.25)
+    assert loaded.dropout == 0.25 and loaded.config == masked.config
+    np.testing.assert_allclose(_layers(loaded), _layers(masked), atol=1e-6)
+
+    elmo = ElmoBackbone(ElmoConfig.from_architecture("tiny"))
+    elmo.save_to_preset(tmp_path / "elmo")
+    stateful = keras_hub.models.Backbone.from_preset(str(tmp_path / "elmo"), stateful=True,
+                                                     max_batch_size=2)
+    assert stateful.stateful and stateful.max_batch_size == 2
+    np.testing.assert_allclose(_layers(stateful), _layers(elmo), atol=1e-6)  # the first call
+    with pytest.raises(ValueError, match="not a subclass of calling class"):
+        ElmoBackbone.from_preset(tmp_path / "masked")
+
+
+def test_a_preset_name_has_no_weights_unless_asked_for_fresh_ones():
+    with pytest.raises(ValueError, match=r"load_weights=False"):
+        ElmoBackbone.from_preset("tiny")
+    fresh = MaskedElmoBackbone.from_preset("tiny_masked", load_weights=False)
+    assert fresh.config == MaskedElmoBackbone.from_architecture("tiny_masked").config
+    with pytest.raises(ValueError, match="not a directory.*unknown preset 'tinny'"):
+        Backbone.from_preset("tinny", load_weights=False)
+
+
+def test_a_failed_save_to_preset_leaves_no_preset_of_two_models(tmp_path, monkeypatch):
+    directory = tmp_path / "preset"
+    ElmoBackbone(ElmoConfig.from_architecture("tiny")).save_to_preset(directory)
+    copy = shutil.copyfile
+
+    def fails_on_the_weights(source, target):
+        if os.path.basename(source) == "model.weights.h5":
+            raise OSError("disk full")
+        return copy(source, target)
+
+    monkeypatch.setattr(files.shutil, "copyfile", fails_on_the_weights)
+    with pytest.raises(OSError, match="disk full"):
+        MaskedElmoBackbone.from_architecture("tiny_masked").save_to_preset(directory)
+    # The old config is gone before anything new is written, and nothing half-written stays.
+    assert sorted(os.listdir(directory)) == ["metadata.json", "model.weights.h5"]
+    with pytest.raises(ValueError, match="has no config.json"):
+        keras_hub.models.Backbone.from_preset(str(directory))
+
+
+@pytest.mark.parametrize("name", ["whitespace", "wordpunct"])
+def test_the_tokenizer_gives_the_spec_char_ids_and_reads_back(name):
+    tokenizer = ElmoTokenizer(name, max_characters_per_token=12)
+    texts = ["The  cat's hat , déjà-vu", "", "supercalifragilistic </S>"]
+    split = {"whitespace": str.split,
+             "wordpunct": lambda t: re.findall(r"\w+|[^\w\s]+", t)}[name]
+    tokens = [split(text) for text in texts]
+    time = max(1, max(len(t) for t in tokens))
+    expected = np.zeros([len(texts), time, 12], np.int32)
+    for i, row in enumerate(tokens):
+        for j, token in enumerate(row):
+            expected[i, j] = reference.char_ids(token, 12)
+    np.testing.assert_array_equal(tokenizer(texts), expected)
+    np.testing.assert_array_equal(tokenizer(texts[0]), expected[0])  # one sentence
+    # Back to text: the tokens (cut at 10 bytes), joined by one space; </S> is no text.
+    cut = [b" ".join(t.encode()[:10] for t in row if t != "</S>") for row in tokens]
+    assert tokenizer.detokenize(tokenizer(texts)).numpy().tolist() == cut
+    config = tokenizer.get_config()
+    assert ElmoTokenizer.from_config(config).get_config() == config
+    mapped = tf.data.Dataset.from_tensor_slices(texts).batch(3).map(tokenizer)
+    np.testing.assert_array_equal(next(iter(mapped)), expected)
+
+
+def test_the_tokenizer_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="tokenizer must be one of"):
+        ElmoTokenizer("spaces")
+    with pytest.raises(ValueError, match="at least 4"):
+        ElmoTokenizer(max_characters_per_token=2)
+    with pytest.raises(TypeError, match="takes sentences"):
+        ElmoTokenizer()(tf.constant([1, 2]))
