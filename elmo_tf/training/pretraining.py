@@ -75,8 +75,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             under multi-worker training: run `evaluate` afterwards).
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
-        xla: `"auto"` (XLA per replica on GPUs, off on CPUs), `"on"` or `"off"`
-            (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json, and a resumed
+        xla: `"auto"` (XLA per replica on GPUs and on CPUs with AMX, off on other CPUs),
+            `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json, and a resumed
             run keeps what it was started with unless `xla` is given. Compiled programs are
             kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
             sampled negatives come from XLA's own random generator, which ignores `seed`.
@@ -136,7 +136,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     keras.utils.set_random_seed(seed)
     xla = xla or (previous or {}).get("xla", "auto")
-    compiled = use_xla(xla, strategy)
+    compiled = use_xla(xla, strategy, amx_cpus=True)
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
@@ -364,7 +364,8 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         corpus = os.path.join(run.path, "corpus", "heldout", "*")
         if recipe.family.next_token_bound:
             best = record["best_perplexity"]
-    lm = build_language_model(recipe, len(vocab), xla=use_xla(record.get("xla", "auto")))
+    lm = build_language_model(recipe, len(vocab),
+                              xla=use_xla(record.get("xla", "auto"), amx_cpus=True))
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         lm.load_weights(run.language_model_file)

@@ -57,9 +57,22 @@ def test_the_compiled_step_trains_as_the_plain_one():
                for a, b in zip(compiled.trainable_weights, start.trainable_weights))
 
 
-def test_use_xla_and_clear_errors(monkeypatch):
+def test_use_xla_and_clear_errors(monkeypatch, tmp_path):
     assert use_xla("on") and not use_xla("off")
     assert use_xla("auto") is bool(tf.config.list_logical_devices("GPU"))
+    # On CPUs, "auto" is on only where the caller measured XLA faster: CPUs with AMX.
+    cpuinfo = {name: tmp_path / name for name in ("amx", "avx512", "absent")}
+    cpuinfo["amx"].write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n")
+    cpuinfo["avx512"].write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_tiles_x\n")
+    assert [compiled_step.cpu_has_amx(path) for path in cpuinfo.values()] == [
+        True, False, False]
+    if not tf.config.list_logical_devices("GPU"):
+        real = compiled_step.cpu_has_amx
+        for path, expected in ((cpuinfo["amx"], True), (cpuinfo["avx512"], False)):
+            monkeypatch.setattr(compiled_step, "cpu_has_amx", lambda path=path: real(path))
+            assert use_xla("auto", amx_cpus=True) is expected
+            assert use_xla("auto") is False  # fine-tuning: measured slower on CPUs
+        monkeypatch.undo()
     with pytest.raises(ValueError,
                        match=r"xla must be one of \['auto', 'on', 'off'\]; got 'yes'"):
         use_xla("yes")
