@@ -50,7 +50,6 @@ import dataclasses
 import datetime
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -156,38 +155,27 @@ def _recipe_file(runs, name):
 
 def calibrate(paths, runs, name, steps, train_args):
     """Seconds per training step of `name`'s recipe on this machine, once compiled: a short
-    run's progress bar, whose running means give the time of the steps after the first fifth
-    (the first steps trace a graph per new batch shape, and on a GPU compile for a minute)."""
+    run's own record of its steady steps (run.json's `speed`, `elmo_tf.training.step_times`:
+    the steps after the first fifth, which trace a graph per new batch shape, and on a GPU
+    compile for a minute)."""
     folder = os.path.join(runs, "calibration", name)
     shutil.rmtree(folder, ignore_errors=True)
     log = os.path.join(runs, "calibration", f"{name}.log")
     run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus", paths["lm_train"],
          "--output", folder, "--steps", str(steps), "--checkpoint-every", str(steps),
          *train_args], log=log)
-    with open(log, errors="replace") as f:
-        seconds = steady_seconds_per_step(f.read())
+    seconds = steady_seconds_per_step(folder)
     shutil.rmtree(folder, ignore_errors=True)
     return seconds
 
 
-def steady_seconds_per_step(progress):
-    """Seconds per step after the first fifth of the steps, from a Keras progress bar's
-    updates ("k/N ... 123ms/step", the running mean of steps 2 to k)."""
-    unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-    means, coarse = {}, set()
-    for k, value, scale in re.findall(r"(\d+)/\d+\S*\s.*?(\d+(?:\.\d+)?)(us|ms|s)/step",
-                                       progress):
-        means[int(k)] = float(value) * unit[scale]
-        if scale == "s":  # whole seconds: a difference of two would be mostly rounding
-            coarse.add(int(k))
-    if not means:
-        raise ValueError("no progress bar updates ('k/N ... ms/step') in the calibration log")
-    last = max(means)
-    first = min((k for k in means if k >= max(2, last // 5)), default=last)
-    if first == last or {first, last} & coarse:
-        return means[last]  # Keras's own mean of steps 2 to the last
-    # Keras's mean at update k is over steps 2..k (the first step is left out of it).
-    return ((last - 1) * means[last] - (first - 1) * means[first]) / (last - first)
+def steady_seconds_per_step(run_dir):
+    """The steady seconds per step `elmo-tf train` recorded in `run_dir`'s run.json."""
+    speed = _json(os.path.join(run_dir, "run.json")).get("speed", {})
+    if "steady_seconds_per_step" not in speed:
+        raise ValueError(f"{run_dir}/run.json records no steady step time (a run of fewer "
+                         f"than 5 steps, or of an elmo-tf before 0.3): {speed}")
+    return speed["steady_seconds_per_step"]
 
 
 def _supervised_per_step(record, recipe):

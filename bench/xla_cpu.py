@@ -5,9 +5,9 @@ and what the persistent XLA cache (`elmo_tf.xla_cache`) saves.
 
 * step: `elmo-tf train --recipe R --steps 300` on the real-text pre-training sentences
   (`bench/real_text.py`), `--xla off` and `--xla on`, the XLA run on a cache the first one
-  filled (so that no batch shape compiles during it); the steady seconds per step from each
-  run's progress bar (`bench/pretraining_value.steady_seconds_per_step`, the protocol's
-  calibration), and their ratio.
+  filled (so that no batch shape compiles during it); the steady seconds per step each run
+  recorded (run.json's `speed`: `bench/pretraining_value.steady_seconds_per_step`, the
+  protocol's calibration), and their ratio.
 * cache: the wall seconds of the same commands with the cache off, cold (an empty cache
   directory) and warm (the directory the cold run filled). The commands, each in its own
   process, on the built-in corpus, XLA per replica on:
@@ -52,9 +52,8 @@ def step(recipe, steps, work, data_dir):
              os.path.join(work, f"step-{name}"), "--steps", str(steps), "--checkpoint-every",
              str(steps), "--xla", xla], log=log, env=env)
         if name != "compile":  # the first run only fills the cache with the batch shapes
-            with open(log, errors="replace") as f:
-                results[f"xla_{name}_seconds_per_step"] = round(
-                    steady_seconds_per_step(f.read()), 4)
+            results[f"xla_{name}_seconds_per_step"] = round(
+                steady_seconds_per_step(os.path.join(work, f"step-{name}")), 4)
     results["xla_speedup"] = round(results["xla_off_seconds_per_step"]
                                    / results["xla_on_seconds_per_step"], 3)
     print(f"step: XLA off {results['xla_off_seconds_per_step']:.3f} s, on "

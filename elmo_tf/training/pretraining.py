@@ -36,6 +36,7 @@ from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.training.distribution import is_chief, is_multi_worker
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.run_directory import RunDirectory, recipe_settings
+from elmo_tf.training.step_times import StepTimes
 
 MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 MAX_CHECKPOINT_INTERVAL = 1000
@@ -197,6 +198,9 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if budget is not None:
         callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
+    # Corpus tokens per step (each of the masked LM's K copies of a sentence reads it again).
+    tokens_per_step = size["tokens"] * recipe.masks_per_sentence / steps_per_epoch
+    callbacks.append(StepTimes(run if is_chief(strategy) else None, record, tokens_per_step))
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
         # batch's record_if (step % update_freq == 0): a batch frequency that does not divide

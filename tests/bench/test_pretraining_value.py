@@ -1,5 +1,5 @@
 """The protocol's own arithmetic and bookkeeping (bench/pretraining_value.py): step times from a
-progress bar, what a step reads and supervises, and what a stopped run leaves recorded."""
+run's record, what a step reads and supervises, and what a stopped run leaves recorded."""
 
 import dataclasses
 import json
@@ -15,10 +15,6 @@ from elmo_tf.models.family import architecture
 from elmo_tf.recipes import Recipe
 
 
-def _bar(k, n, mean):
-    return f"\x1b[1m{k}/{n}\x1b[0m \x1b[32m━━━━\x1b[0m \x1b[1m3s\x1b[0m {mean}/step - loss: 5.1\r"
-
-
 def test_every_model_is_a_recipe_and_the_wide_ones_double_the_cpu_recipes_lstms(tmp_path):
     recipes = {name: Recipe.from_file(pretraining_value._recipe_file(str(tmp_path), name))
                for name in pretraining_value.MODELS}
@@ -30,21 +26,13 @@ def test_every_model_is_a_recipe_and_the_wide_ones_double_the_cpu_recipes_lstms(
             Recipe.from_name(base)
 
 
-def test_step_time_leaves_out_the_first_fifth_of_the_steps():
-    # Steps 2..100 of 0.5 s, except steps 2..20 (tracing new shapes) of 2.5 s: Keras's running
-    # mean of steps 2..k after 20 steps is 2.5 s; after 100 it is (19 * 2.5 + 80 * 0.5) / 99.
-    means = {k: (2.5 if k <= 20 else (19 * 2.5 + (k - 20) * 0.5) / (k - 1))
-             for k in range(2, 101)}
-    progress = _bar(1, 100, "61s") + "".join(
-        _bar(k, 100, f"{round(1000 * m)}ms") for k, m in means.items())
-    assert steady_seconds_per_step(progress) == pytest.approx(0.5, abs=0.01)
-    # Keras's own mean would have said 0.88 s.
-    assert means[100] == pytest.approx(0.884, abs=1e-3)
-    # Whole seconds are too coarse to difference: Keras's last mean.
-    assert steady_seconds_per_step(_bar(1, 10, "9s") + _bar(5, 10, "3s")
-                                   + _bar(10, 10, "2s")) == 2.0
-    with pytest.raises(ValueError, match="no progress bar"):
-        steady_seconds_per_step("trained 3 steps")
+def test_the_calibration_reads_the_speed_a_run_recorded(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"speed": {
+        "steps": 60, "first_step_seconds": 9.1, "steady_seconds_per_step": 0.388}}))
+    assert steady_seconds_per_step(str(tmp_path)) == 0.388
+    (tmp_path / "run.json").write_text(json.dumps({"speed": {"steps": 3}}))
+    with pytest.raises(ValueError, match="records no steady step time"):
+        steady_seconds_per_step(str(tmp_path))
 
 
 def test_tokens_read_and_predictions_supervised_per_step():

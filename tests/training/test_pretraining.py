@@ -51,6 +51,14 @@ def test_training_lowers_the_held_out_perplexity(trained, corpus):
 
     record = json.loads(open(f"{output}/run.json").read())
     assert record["steps"] == 60 and "minutes" not in record  # what ran, not the recipe's epochs
+    # Its speed, recorded by the run (StepTimes): 60 steps timed, the steady ones faster than
+    # the first (which traced the step), at the tokens per step of the corpus read.
+    speed = record["speed"]
+    assert speed["steps"] == 60 and 0 < speed["steady_seconds_per_step"] < speed[
+        "first_step_seconds"]
+    tokens_per_step = record["corpus_size"]["tokens"] / record["steps_per_epoch"]
+    assert speed["tokens_per_second"] == pytest.approx(
+        tokens_per_step / speed["steady_seconds_per_step"], rel=1e-3)
 
 
 def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(trained, corpus):

@@ -1,0 +1,64 @@
+"""`StepTimes`: the training speed a run records about itself."""
+
+import time
+
+import keras
+
+
+class StepTimes(keras.callbacks.Callback):
+    """Records, when `fit` ends, the speed of the steps it took in the run's record (run.json's
+    `"speed"`, the last process's: a resumed run records its own):
+
+    * `first_step_seconds`: from the start of `fit` to the end of its first step (tracing, and
+      XLA's compilation, included);
+    * `steady_seconds_per_step`: the wall seconds per step of the steps after the first fifth
+      (which trace, or compile, each new batch shape), leaving out what runs between
+      intervals (checkpoints, validation); with at least 5 steps;
+    * `tokens_per_second`: `tokens_per_step` at that speed;
+    * `steps`: the steps timed.
+
+    What the benchmarks read (`bench/pretraining_value.py`'s calibration), instead of Keras's
+    progress bar.
+
+    Args:
+        run: the `RunDirectory` whose record is written (None: not written, e.g. a
+            multi-worker run's other workers).
+        record: the run's record (a dict, updated).
+        tokens_per_step: corpus tokens read per (global) step.
+
+    Example:
+    >>> lm.fit(data, callbacks=[StepTimes(run, record, tokens_per_step=2048.0)])
+    >>> record["speed"]["steady_seconds_per_step"]
+    0.388
+    """
+
+    def __init__(self, run, record, tokens_per_step):
+        super().__init__()
+        self.run, self.record, self.tokens_per_step = run, record, tokens_per_step
+        self.began, self.ends, self.epoch = None, [], None
+
+    def on_train_begin(self, logs=None):
+        self.began, self.ends = time.monotonic(), []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.ends.append((self.epoch, time.monotonic()))
+
+    def on_train_end(self, logs=None):
+        if not self.ends:
+            return
+        speed = {"steps": len(self.ends),
+                 "first_step_seconds": round(self.ends[0][1] - self.began, 3)}
+        # The seconds of each step after the first: since the step before, in its interval.
+        steps = [(later - earlier) for (e, earlier), (f, later) in zip(self.ends, self.ends[1:])
+                 if e == f]
+        steady = steps[len(self.ends) // 5:]
+        if len(self.ends) >= 5 and steady:
+            seconds = sum(steady) / len(steady)
+            speed["steady_seconds_per_step"] = round(seconds, 5)
+            speed["tokens_per_second"] = round(self.tokens_per_step / seconds, 1)
+        self.record["speed"] = speed
+        if self.run is not None:
+            self.run.write_record(self.record)

@@ -1,0 +1,55 @@
+"""`StepTimes`: the speed a run records, from the clock, leaving out the first fifth of the
+steps and what runs between intervals."""
+
+import pytest
+
+from elmo_tf.training import step_times
+from elmo_tf.training.step_times import StepTimes
+
+
+class _Run:
+    def __init__(self):
+        self.written = []
+
+    def write_record(self, record):
+        self.written.append(dict(record))
+
+
+def test_the_steady_steps_leave_out_the_first_fifth_and_what_runs_between_intervals(
+        monkeypatch):
+    # Two intervals of 10 steps: the first step ends at 60 s (compilation), the next three
+    # take 2.5 s (new batch shapes), every other 0.5 s; 30 s of checkpoint between intervals.
+    ends = [60.0]
+    for seconds in [2.5] * 3 + [0.5] * 6:
+        ends.append(ends[-1] + seconds)
+    ends.append(ends[-1] + 30.0 + 0.5)
+    for _ in range(9):
+        ends.append(ends[-1] + 0.5)
+    clock = iter([0.0] + ends)
+    monkeypatch.setattr(step_times.time, "monotonic", lambda: next(clock))
+    run, record = _Run(), {"steps": 20}
+    callback = StepTimes(run, record, tokens_per_step=1000.0)
+    callback.on_train_begin()
+    for epoch in range(2):
+        callback.on_epoch_begin(epoch)
+        for batch in range(10):
+            callback.on_train_batch_end(batch)
+    callback.on_train_end()
+    # The first fifth (4 steps) left out: the three of 2.5 s among them; the checkpoint too.
+    assert record["speed"] == {"steps": 20, "first_step_seconds": 60.0,
+                               "steady_seconds_per_step": pytest.approx(0.5),
+                               "tokens_per_second": pytest.approx(2000.0)}
+    assert run.written == [record]
+
+
+def test_few_steps_record_no_steady_time_and_another_worker_writes_nothing(monkeypatch):
+    clock = iter([0.0, 5.0, 5.5, 6.0])
+    monkeypatch.setattr(step_times.time, "monotonic", lambda: next(clock))
+    record = {}
+    callback = StepTimes(None, record, tokens_per_step=10.0)
+    callback.on_train_begin()
+    callback.on_epoch_begin(0)
+    for batch in range(3):
+        callback.on_train_batch_end(batch)
+    callback.on_train_end()
+    assert record["speed"] == {"steps": 3, "first_step_seconds": 5.0}
