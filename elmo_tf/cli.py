@@ -313,6 +313,13 @@ def _parser():
                           help="compile the task model's numeric part with XLA, the text "
                                "read in the input pipeline: auto (the default) = on when the "
                                "device is a GPU, off on CPUs")
+    finetune.add_argument("--strategy", choices=[s for s in STRATEGIES if s != "multi-worker"],
+                          default="default",
+                          help="mirrored: all local GPUs (or --cpu-replicas logical CPUs), "
+                               "--batch-size being the global batch")
+    finetune.add_argument("--cpu-replicas", type=_positive_int, default=2,
+                          help="logical CPU devices for --strategy mirrored without GPUs "
+                               "(default 2)")
     finetune.set_defaults(run=_finetune)
 
     predict = commands.add_parser(
@@ -408,6 +415,9 @@ def _read_sentences(path):
 
 
 def _finetune(args):
+    from elmo_tf import training
+
+    strategy = training.make_strategy(args.strategy, args.cpu_replicas)  # before TF starts
     from elmo_tf.training.finetuning import finetune
 
     results = finetune(args.task, args.model, args.output, data_dir=args.data_dir,
@@ -419,7 +429,7 @@ def _finetune(args):
                        dropout=args.dropout, fine_tune_bilm=args.fine_tune_bilm,
                        scalar_mix_parameters=args.scalar_mix_parameters,
                        word_embedding_dim=args.word_embedding_dim, seed=args.seed,
-                       xla=args.xla)
+                       xla=args.xla, strategy=strategy)
     scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
     _say(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
     if "test" in results:

@@ -101,10 +101,11 @@ class FitWorkarounds:
     the bases). Two Keras behaviours it corrects:
 
     * Keras builds a model symbolically from a data batch when `fit` starts, even a model that
-      is built; under MultiWorkerMirroredStrategy it averages the int inputs across workers
-      first (keras-team/keras#20329), and under MirroredStrategy it rebuilt models whose
-      graph parts it took for unbuilt. Here a model whose layers and compiled loss and metrics
-      are all built is not built again. Private: `Model._maybe_symbolic_build`.
+      is built; under a strategy it averages the replicas' batches first, int inputs across
+      workers too (keras-team/keras#20329), which fails on strings, and under
+      MirroredStrategy it rebuilt models whose graph parts it took for unbuilt. Here a model
+      whose layers and compiled loss and metrics are all built is not built again, and the
+      others build from the first replica's batch. Private: `Model._maybe_symbolic_build`.
     * Under multi-worker training Keras reduces the step logs with a mean over axis 0, which
       fails on scalars (keras-team/keras#20585): the logs are given shape `[1]` there.
     """
@@ -120,6 +121,17 @@ class FitWorkarounds:
         if all(layer.built for layer in self._flatten_layers()) \
                 and all(c is None or c.built for c in compiled):
             iterator = data_batch = None
+        if iterator is not None and getattr(self, "_distribute_strategy", None) is not None:
+            # Keras averages the replicas' batches into one to build from, which fails on
+            # strings (a task model's raw text); any replica's batch has the shapes: the first.
+            # (Keras resets the iterator after the build: no batch is lost.)
+            local = self._distribute_strategy.experimental_local_results
+            for _, _, batches in iterator:
+                data_batch = tf.nest.map_structure(
+                    lambda x: local(x)[0] if isinstance(x, tf.distribute.DistributedValues)
+                    else x, next(batches))
+                break
+            iterator = None
         super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
 

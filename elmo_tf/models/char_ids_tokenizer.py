@@ -6,8 +6,10 @@ import tensorflow as tf
 from elmo_tf.text.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
 from elmo_tf.text.tokenizers import TOKENIZERS, get_tokenizer
 
-# Byte b as a one-byte string, at index b: char ids back to text (`detokenize`).
-_SINGLE_BYTES = tf.constant([bytes([b]) for b in range(256)])
+# Byte b as a one-byte string, at index b: char ids back to text (`detokenize`). A list, not a
+# tensor: a tensor made on import would start TensorFlow's devices before a strategy can
+# split them.
+_SINGLE_BYTES = [bytes([b]) for b in range(256)]
 
 
 class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):

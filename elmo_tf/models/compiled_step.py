@@ -168,8 +168,15 @@ class CompiledStep:
             loss_scale)
         for index, value in updates.items():
             state[int(index)].assign(value)
-        self.optimizer.apply_gradients(zip(gradients, trainable))
+        self.optimizer.apply_gradients(zip(self.replica_gradients(gradients, trainable),
+                                           trainable))
         return self.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    def replica_gradients(self, gradients, variables):
+        """A replica's compiled gradients (of `variables`) as the optimizer sums them over the
+        replicas: as they are here (a row-sparse gradient stays sparse, as a lazy optimizer needs it, when the
+        replicas' batches have one shape, as a language model's always do)."""
+        return gradients
 
     def _train_step(self, x, y, sample_weight, counts):
         """Keras's training step, with the loss metric weighted by `loss_weight`."""

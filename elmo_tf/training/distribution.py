@@ -27,7 +27,7 @@ def make_strategy(name, cpu_replicas=None):
                              "environment variable, which is not set.")
         return tf.distribute.MultiWorkerMirroredStrategy()
     if tf.config.list_physical_devices("GPU"):
-        return tf.distribute.MirroredStrategy()
+        return _mirrored(None)
     cpus = tf.config.list_physical_devices("CPU")
     count = cpu_replicas or 2
     try:  # listing logical devices would start the runtime: configure first
@@ -37,7 +37,21 @@ def make_strategy(name, cpu_replicas=None):
         if len(tf.config.list_logical_devices("CPU")) != count:
             raise ValueError(f"cannot split the CPU into {count} logical devices: TensorFlow "
                              "has already started; make the strategy first.") from None
-    return tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(count)])
+    return _mirrored(tuple(f"/cpu:{i}" for i in range(count)))
+
+
+_MIRRORED = {}
+
+
+def _mirrored(devices):
+    """One `MirroredStrategy` per device set and process: a second one over the same devices
+    would number its collective ops as the first did, and TensorFlow, which keeps each
+    instance's shape for the process, refuses the same numbers with other shapes (a second run
+    of another model in one process)."""
+    if devices not in _MIRRORED:
+        _MIRRORED[devices] = tf.distribute.MirroredStrategy(
+            None if devices is None else list(devices))
+    return _MIRRORED[devices]
 
 
 def is_multi_worker(strategy):

@@ -29,6 +29,7 @@ import contextlib
 import logging
 import math
 import os
+import weakref
 import zipfile
 
 import keras
@@ -44,6 +45,7 @@ from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
+from elmo_tf.training.distribution import is_multi_worker
 from elmo_tf.training.run_directory import RunDirectory
 
 logger = logging.getLogger("elmo_tf")
@@ -55,7 +57,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
              dev=None, test=None, header=False, tokenizer=None, epochs=10,
              patience=3, batch_size=32, learning_rate=1e-3, encoder_units=512, dropout=0.5,
              fine_tune_bilm=False, scalar_mix_parameters=None, word_embedding_dim=None, seed=0,
-             xla="auto", verbose="auto"):
+             xla="auto", strategy=None, verbose="auto"):
     """Trains a task model on a pre-trained biLM and keeps the epoch with the best dev score.
 
     Args:
@@ -102,6 +104,13 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             features padded to its length's bucket (`bucket_length`, as pre-training's
             batches): one compilation per bucket and batch size. The same model and scores
             (up to float rounding); not a setting of the run (a resumed run may change it).
+        strategy: the `tf.distribute` strategy to train under (`make_strategy("mirrored")`,
+            made before TensorFlow starts; default: the one in scope): `batch_size` is the
+            global batch, split among the replicas; the loss is the mean of the replicas' means
+            (the global batch's mean where the replicas' shares are equal, as in every full
+            batch of a classifier; a tagger's replicas average their own tokens). Not a
+            setting of the run. Multi-worker training is refused: a fine-tuning run is one
+            machine's.
         verbose: Keras `fit` verbosity.
 
     Returns:
@@ -118,7 +127,11 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     check_positive_ints(epochs=epochs, patience=patience, batch_size=batch_size,
                         encoder_units=encoder_units)
     cls = _model_class(task)
-    compiled = use_xla(xla)
+    strategy = strategy or tf.distribute.get_strategy()
+    if is_multi_worker(strategy):
+        raise ValueError("finetune runs on one machine: the default strategy or mirrored (its "
+                         "GPUs or logical CPUs), not multi-worker.")
+    compiled = use_xla(xla, strategy)
     options = dict(cls.finetune_options)
     if word_embedding_dim is not None:
         if "word_embedding_dim" not in options:
@@ -151,22 +164,27 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     with RunDirectory(output).opened() as run:
         previous = run.check_settings(settings)
         keras.utils.set_random_seed(seed)
-        model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
-                       fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
-        model.compile(optimizer=keras.optimizers.Adam(learning_rate), loss=model.task_loss())
-        model.optimizer.build(model.trainable_variables)
-        trained = model  # what fit runs: the model, or its numeric part compiled with XLA
-        if compiled:  # the same variables, optimizer and loss
-            try:
-                trained = model.split()[1]
-            except ValueError:  # a task that does not say where its string ops end
-                if xla == "on":
-                    raise
-                compiled = False
-        if compiled:
-            trained.compile(optimizer=model.optimizer, loss=model.task_loss(), xla="on")
-            logger.info("training %s with XLA (its text read in the input pipeline)",
-                        type(model).__name__)
+        with strategy.scope():
+            model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
+                           fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
+            model.compile(optimizer=keras.optimizers.Adam(learning_rate),
+                          loss=model.task_loss())
+            model.optimizer.build(model.trainable_variables)
+            trained = model  # what fit runs: the model, or its numeric part compiled with XLA
+            if compiled:  # the same variables, optimizer and loss
+                try:
+                    trained = model.split()[1]
+                except ValueError:  # a task that does not say where its string ops end
+                    if xla == "on":
+                        raise
+                    compiled = False
+            if compiled:
+                trained.compile(optimizer=model.optimizer, loss=model.task_loss(), xla="on")
+                logger.info("training %s with XLA (its text read in the input pipeline)",
+                            type(model).__name__)
+        if strategy.num_replicas_in_sync > 1:
+            logger.info("training on %d replicas, %d rows each", strategy.num_replicas_in_sync,
+                        batch_size // strategy.num_replicas_in_sync)
 
         def score(examples):
             return _score(model, examples, batch_size, data["metrics"], compiled)
@@ -416,14 +434,28 @@ def _bucketed(tensors):
 def _logits(model, texts, batch_size, compiled=False):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
     have different widths; compiled, a bucket's: rows longer than their text)."""
-    preprocessor, numeric = model.split() if compiled else (None, None)
+    preprocessor = model.split()[0] if compiled else None
+    run = _scorer(model, compiled)
     rows = []
     for start in range(0, len(texts), batch_size):
         x = model.inputs_for(texts[start:start + batch_size])
-        logits = (numeric.predict_on_batch(_bucketed(preprocessor(x))) if compiled
-                  else model.predict_on_batch(x))
-        rows.extend(np.asarray(logits))
+        rows.extend(np.asarray(run(_bucketed(preprocessor(x)) if compiled else x)))
     return rows
+
+
+_SCORERS = weakref.WeakKeyDictionary()
+
+
+def _scorer(model, compiled):
+    """The model's inference on one batch, traced once (shapes relaxed; compiled: its numeric
+    part under XLA, once per bucket), run where it is called: under a strategy Keras's
+    `predict_on_batch` would give every replica the whole batch."""
+    functions = _SCORERS.setdefault(model, {})
+    if compiled not in functions:
+        target = model.split()[1] if compiled else model
+        functions[compiled] = tf.function(lambda x: target(x, training=False),
+                                          jit_compile=compiled, reduce_retracing=not compiled)
+    return functions[compiled]
 
 
 def _score(model, examples, batch_size, metrics, compiled=False):

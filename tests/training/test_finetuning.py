@@ -299,3 +299,60 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         np.testing.assert_allclose(on[key], value, atol=1e-4, err_msg=key)
     assert _predict(capsys, tmp_path / "on", lines, tmp_path) == \
         _predict(capsys, tmp_path / "off", lines, tmp_path)
+
+
+MIRRORED = """
+import sys
+from elmo_tf import cli
+for xla in ("off", "on"):
+    assert cli.main(["finetune", "--strategy", "mirrored", "--cpu-replicas", "2", "--xla", xla,
+                     "--output", sys.argv[1] + "-" + xla, *sys.argv[2:]]) == 0
+"""
+
+
+def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypatch):
+    """`--strategy mirrored` on 2 logical CPUs (a subprocess: they must be made before
+    TensorFlow starts) trains as the default strategy does on the same global batches (each
+    split in two equal halves): the same dev scores every epoch, the same weights up to float
+    rounding. With XLA too, where the replicas sum their word table's gradient dense: the same
+    as one replica whose gradient is dense (Keras's Adam on a row-sparse gradient adds the
+    squares of a repeated word's occurrences, not the square of their sum). A dev file of 3
+    lines is scored in one place, not split."""
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    from elmo_tf.models.downstream import downstream_task
+    from tests.conftest import CPU_ONLY_ENV
+
+    (tmp_path / "train.txt").write_text("".join(f"pos\t{t}\n" for t in GOOD)
+                                        + "".join(f"neg\t{t}\n" for t in BAD))
+    (tmp_path / "dev.txt").write_text("pos\tgood stuff\nneg\tbad stuff\npos\tso good fun\n")
+    common = ["--task", "classify", "--train", str(tmp_path / "train.txt"), "--dev",
+              str(tmp_path / "dev.txt"), "--model", bilm, "--epochs", "2", "--patience", "2",
+              "--encoder-units", "8", "--batch-size", "4", "--dropout", "0",
+              "--learning-rate", "0.01"]
+    done = subprocess.run([sys.executable, "-c", MIRRORED, str(tmp_path / "mirrored"), *common],
+                          capture_output=True, text=True, timeout=900,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(
+                              os.path.abspath(__file__)))),
+                          env={**os.environ, **CPU_ONLY_ENV, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "training on 2 replicas, 2 rows each" in done.stderr
+    _finetune(capsys, *common, "--xla", "off", "--output", str(tmp_path / "off"))
+    # One replica, compiled, its row-sparse gradients summed dense as the replicas' are.
+    monkeypatch.setattr(downstream_task._NumericPart, "replica_gradients", lambda self, g, v: [
+        tf.reshape(tf.convert_to_tensor(x), w.shape) if isinstance(x, tf.IndexedSlices) else x
+        for x, w in zip(g, v)])
+    _finetune(capsys, *common, "--xla", "on", "--output", str(tmp_path / "on"))
+    for xla in ("off", "on"):
+        one, two = tmp_path / xla, tmp_path / f"mirrored-{xla}"
+        for a, b in zip(*(json.loads((run / "run.json").read_text())["epochs"]
+                          for run in (two, one))):
+            assert a == pytest.approx(b, abs=1e-6), xla
+        weights, replicated = (h5_values(run / "checkpoints" / "epoch-002.weights.h5")
+                               for run in (one, two))
+        assert replicated.keys() == weights.keys()
+        for key, value in weights.items():
+            np.testing.assert_allclose(replicated[key], value, atol=1e-4, err_msg=f"{xla} {key}")

@@ -284,6 +284,16 @@ class _NumericPart(FitWorkarounds, CompiledStep, keras.Model):
     """A task model's numeric part (`DownstreamTask.split`): a functional model on the
     layers after the string ops, trained with XLA per replica as every task is."""
 
+    def replica_gradients(self, gradients, variables):
+        # The replicas' shares of a batch differ in tokens (and rows, in a last smaller
+        # batch), so a word table's row-sparse gradients differ in rows, and compiled their
+        # shapes are static: the all-gather of sparse gradients across replicas needs them
+        # equal. Summed dense instead (Keras's Adam moves every row anyway).
+        if tf.distribute.get_strategy().num_replicas_in_sync == 1:
+            return gradients
+        return [tf.reshape(tf.convert_to_tensor(g), v.shape)
+                if isinstance(g, tf.IndexedSlices) else g for g, v in zip(gradients, variables)]
+
 
 def check_known_labels(path, found, names, what):
     """A ValueError naming `path` when `found` holds labels (or tags) not among `names`."""
