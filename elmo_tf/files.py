@@ -204,32 +204,36 @@ def hdf5_for_writing(path):
         yield f
 
 
-def write_files_atomically(directory, write, last=None):
-    """Calls `write(staging)` for a temporary directory, then puts each file it wrote into
-    `directory` (same relative paths) whole or not at all (`write_atomically`); `last` (a
-    relative path) goes in after the others, and an earlier `last` is removed before any:
-    a directory whose `last` marks it complete (a KerasHub preset's config.json) is never a
-    mix of two writes. Other files in `directory` are kept.
+def write_files_atomically(directory, write, last=None, needed_bytes=None):
+    """Calls `write(staging)` for a temporary directory in `directory` (`locked_temporary`:
+    what a killed writer leaves there is removed by the next write), then renames each file
+    it wrote into `directory` (same relative paths), each whole or not at all; `last` (a
+    relative path) goes in after the others, and an earlier `last` is removed before any: a
+    directory whose `last` marks it complete (a KerasHub preset's config.json) is never a mix
+    of two writes. Other files in `directory` are kept. With `needed_bytes`, the disk's room
+    is checked first (`check_free_space`).
 
     Example:
     >>> write_files_atomically("preset/", backbone_saver, last="config.json")
     """
-    with tempfile.TemporaryDirectory(prefix="elmo-tf-staging-") as staging:
+    directory = os.fspath(directory)
+    os.makedirs(directory, exist_ok=True)
+    remove_stale_temporaries(directory, ".staging")
+    if needed_bytes is not None:
+        check_free_space(directory, needed_bytes, f"the files written into {directory}")
+    with locked_temporary(directory, ".staging", is_directory=True) as staging:
         write(staging)
         names = sorted((os.path.relpath(os.path.join(root, name), staging)
                         for root, _, files in os.walk(staging) for name in files),
                        key=lambda name: name == last)
-        folders = sorted(os.path.relpath(root, staging) for root, _, _ in os.walk(staging))
         if last is not None:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(directory, last))
-        for folder in folders:
-            os.makedirs(os.path.join(directory, folder), exist_ok=True)
+        for root, _, _ in os.walk(staging):
+            os.makedirs(os.path.join(directory, os.path.relpath(root, staging)), exist_ok=True)
         for name in names:
-            source = os.path.join(staging, name)
-            write_atomically(os.path.join(directory, name),
-                             lambda tmp, source=source: shutil.copyfile(source, tmp),
-                             needed_bytes=os.path.getsize(source))
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+        remove_path(staging)
 
 
 def write_json_atomically(path, value):

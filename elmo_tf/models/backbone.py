@@ -1,5 +1,6 @@
 """`Backbone`: the contract every elmo-tf backbone keeps, and what its users rely on."""
 
+import json
 import os
 import types
 
@@ -94,9 +95,10 @@ class Backbone(keras_hub.models.Backbone):
 
         * a KerasHub preset (a directory with `config.json`, from `save_to_preset`; or a
           `kaggle://`, `hf://` handle): KerasHub's own loader;
-        * a model directory without one, `options.json` + `weights.hdf5`: what elmo-tf
-          before 0.3 wrote, AllenNLP's released files under those names; any registered
-          family's (`load_backbone`). (`elmo-tf train` and `init` write both.)
+        * a model directory without one (or whose config.json is not Keras's, beside an
+          options.json), `options.json` + `weights.hdf5`: what elmo-tf wrote before it wrote
+          presets, AllenNLP's released files under those names; any registered family's
+          (`load_backbone`). (`elmo-tf train` and `init` write both.)
         * the name of a registered architecture (`elmo_tf.models.family.preset_names()`):
           elmo-tf ships no weights for it, so it takes `load_weights=False`, for fresh
           weights (`from_architecture`), and is an error otherwise.
@@ -115,7 +117,7 @@ class Backbone(keras_hub.models.Backbone):
         from elmo_tf.models.load_backbone import load_backbone
 
         preset = os.fspath(preset)
-        if "://" in preset or os.path.isfile(os.path.join(preset, "config.json")):
+        if "://" in preset or _keras_hub_preset(preset):
             return super().from_preset(preset, load_weights=load_weights, **kwargs)
         if not os.path.isdir(preset):
             try:
@@ -151,9 +153,10 @@ class Backbone(keras_hub.models.Backbone):
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """Writes the backbone as a KerasHub preset (`config.json`, `metadata.json`,
         `model.weights.h5`; KerasHub's own writer), each file whole or not at all: written in
-        a temporary directory, then renamed into `preset_dir` one by one, `config.json` last
-        and an earlier one removed first (a directory without it is no KerasHub preset: a
-        failed write leaves no preset that mixes two models).
+        a temporary directory inside `preset_dir`, then renamed into place one by one,
+        `config.json` last and an earlier one removed first (a directory without it is no
+        KerasHub preset: a failed write leaves no preset that mixes two models), after a check
+        that the disk has room for the weights (`files.write_files_atomically`).
 
         Args:
             preset_dir: the directory (created if need be; other files in it are kept).
@@ -163,11 +166,12 @@ class Backbone(keras_hub.models.Backbone):
         >>> backbone.save_to_preset("my_elmo")
         >>> keras_hub.models.Backbone.from_preset("my_elmo")   # after `import elmo_tf`
         """
-        from elmo_tf.files import write_files_atomically
+        from elmo_tf.files import variables_bytes, write_files_atomically
 
         write_files_atomically(
             preset_dir, lambda staging: super(Backbone, self).save_to_preset(
-                staging, max_shard_size=max_shard_size), last="config.json")
+                staging, max_shard_size=max_shard_size), last="config.json",
+            needed_bytes=variables_bytes(self.weights) + 2**20)
 
     @classmethod
     def from_architecture(cls, name, **kwargs):
@@ -244,6 +248,22 @@ class Backbone(keras_hub.models.Backbone):
                 slice(time + 2 if boundaries else time)]
             kept[name] = outputs[name][tuple(index)]
         return kept
+
+
+def _keras_hub_preset(directory):
+    """Whether `directory` is a KerasHub preset: a config.json, which is a Keras-serialized
+    object where the directory also has the family's options.json (a foreign config.json, such
+    as an AllenNLP training config, beside released files, is not)."""
+    config = os.path.join(directory, "config.json")
+    if not os.path.isfile(config):
+        return False
+    if not os.path.isfile(os.path.join(directory, "options.json")):
+        return True  # KerasHub's loader reads the other formats it knows, or says why not
+    try:
+        with open(config, encoding="utf-8") as f:
+            return "registered_name" in json.load(f)
+    except (OSError, ValueError, TypeError):
+        return False
 
 
 def sentence_graph(max_characters_per_token, token_encoder, stack):

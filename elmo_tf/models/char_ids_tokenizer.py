@@ -1,5 +1,7 @@
 """`CharIdsTokenizer`: sentences -> ELMo char ids, as a KerasHub tokenizer."""
 
+import os
+
 import keras_hub
 import tensorflow as tf
 
@@ -20,7 +22,7 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
     `keras_hub.tokenizers.Tokenizer.from_preset(dir)` finds the right one.
 
     Sentences are split into tokens as the biLM's corpus was (`elmo-tf train --tokenizer`:
-    `elmo_tf.data.corpus.get_tokenizer`), right-padded with `""` (`time` at least 1), and each
+    `elmo_tf.text.tokenizers.get_tokenizer`), right-padded with `""` (`time` at least 1), and each
     token becomes ELMo's char ids (`elmo_tf.tokens_to_char_ids`: the UTF-8 bytes between the
     begin- and end-of-word marks, cut at `max_characters_per_token - 2` bytes; padding tokens
     all zeros). No sentence boundaries are added: the backbone adds them.
@@ -99,6 +101,15 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
 
         write_files_atomically(preset_dir, lambda staging: super(
             CharIdsTokenizer, self).save_to_preset(staging))
+
+    @classmethod
+    def from_preset(cls, preset, **kwargs):
+        """KerasHub's `from_preset`, taking a `pathlib.Path` too.
+
+        Example:
+        >>> ElmoTokenizer.from_preset(pathlib.Path("runs/tiny"))
+        """
+        return super().from_preset(os.fspath(preset), **kwargs)
 
     def save_assets(self, dir_path):
         """No assets: the tokenizer is its config (KerasHub's preset writer calls this)."""

@@ -1,6 +1,8 @@
 """`Family`: a model family as pre-training, the command line, file loading and the recipes know
 it; and the one registry of families and their preset architectures."""
 
+import keras
+
 
 class Family:
     """What elmo-tf's hallways (`elmo_tf.training`, `elmo_tf.cli`, `load_backbone`, the recipes,
@@ -95,6 +97,13 @@ _FAMILIES = {}
 def register_family(family):
     """Adds `family` (a `Family` instance) to the registry; its name, objective and preset names
     must be new."""
+    for cls in (family.backbone_class, family.tokenizer_class):
+        if cls is not None and keras.saving.get_registered_object(
+                keras.saving.get_registered_name(cls)) is not cls:
+            raise ValueError(f"cannot register family {family.name!r}: {cls.__name__} is not "
+                             "registered with Keras (decorate it with "
+                             "@keras.saving.register_keras_serializable(package=...)): the "
+                             "KerasHub presets of its model directories name it.")
     clashes = [f"name {family.name!r}" for f in _FAMILIES.values() if f.name == family.name]
     clashes += [f"objective {family.objective!r} (family {f.name!r})"
                 for f in _FAMILIES.values() if f.objective == family.objective]
@@ -112,7 +121,7 @@ def families():
 
 
 def family_for_backbone(backbone):
-    """The family whose `backbone_class` `backbone` is an instance of."""
+    """The family whose `backbone_class` is `backbone`'s class."""
     for family in _FAMILIES.values():
         if type(backbone) is family.backbone_class:
             return family

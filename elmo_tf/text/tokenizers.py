@@ -44,7 +44,8 @@ def get_tokenizer(tokenizer):
         try:
             import tensorflow_text
         except ImportError as e:
-            raise ImportError(f"tokenizer='unicode_script' needs tensorflow-text: {INSTALL_HINT}"
+            raise ImportError("tokenizer='unicode_script' needs tensorflow-text (installed with "
+                              "elmo-tf, through keras-hub): pip install tensorflow-text==2.21.1"
                               ) from e
         return tensorflow_text.UnicodeScriptTokenizer().tokenize
     raise ValueError(f"unknown tokenizer {tokenizer!r}; accepted: "

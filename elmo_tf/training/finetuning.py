@@ -220,6 +220,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             results["test_last_epoch"] = score(data["test"])
         best_file, model_file = (os.path.join(output, name) for name in ("best.weights.h5",
                                                                           "model.keras"))
+        if not os.path.exists(best_file) and not os.path.exists(model_file):
+            raise ValueError(f"{output} has ended, and its model.keras, the one copy of its "
+                             "best epoch's weights, is gone (moved?): put it back, or "
+                             "fine-tune again into another directory.")
         with without_optimizer(model):  # the best weights: best.weights.h5, or a finished
             model.load_weights(best_file if os.path.exists(best_file) else model_file)  # run's
         if "test" in data:

@@ -12,7 +12,7 @@ run; the pre-training files too:
     weights.hdf5                 pre-training: the biLM in its family's files (written at the end)
     config.json, metadata.json,  pre-training: the same biLM as a KerasHub preset (inference
     model.weights.h5,            settings: stateless, no dropout; `Backbone.save_to_preset`)
-    tokenizer.json               and its tokenizer (`CharIdsTokenizer`: the corpus's)
+    tokenizer.json, assets/      and its tokenizer (`CharIdsTokenizer`: the corpus's; no assets)
     vocab.txt                    pre-training: the softmax vocabulary, bilm-tf's format
     language_model.weights.h5    pre-training: the whole pre-training task (softmax included)
     corpus/                      pre-training: the built-in corpus, when the run trains on it
@@ -202,6 +202,10 @@ def write_model_files(backbone, directory, training=None, tokenizer="whitespace"
     """
     options, weights = (os.path.join(directory, name) for name in ("options.json",
                                                                   "weights.hdf5"))
+    # First, no preset: one left from an earlier write would describe other weights until
+    # the new one is in place (`save_to_preset` writes config.json last).
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(directory, "config.json"))
     backbone.save_allennlp(weights, options, training=training)
     tokenizer_class = family_for_backbone(backbone).tokenizer_class
     if tokenizer_class is not None:  # before config.json, which makes the directory a preset

@@ -121,20 +121,25 @@ def test_a_preset_name_has_no_weights_unless_asked_for_fresh_ones():
 def test_a_failed_save_to_preset_leaves_no_preset_of_two_models(tmp_path, monkeypatch):
     directory = tmp_path / "preset"
     ElmoBackbone(ElmoConfig.from_architecture("tiny")).save_to_preset(directory)
-    copy = shutil.copyfile
+    rename = os.replace
 
     def fails_on_the_weights(source, target):
-        if os.path.basename(source) == "model.weights.h5":
+        if os.path.basename(target) == "model.weights.h5":
             raise OSError("disk full")
-        return copy(source, target)
+        return rename(source, target)
 
-    monkeypatch.setattr(files.shutil, "copyfile", fails_on_the_weights)
+    monkeypatch.setattr(files.os, "replace", fails_on_the_weights)
     with pytest.raises(OSError, match="disk full"):
         MaskedElmoBackbone.from_architecture("tiny_masked").save_to_preset(directory)
-    # The old config is gone before anything new is written, and nothing half-written stays.
+    monkeypatch.undo()
+    # The old config is gone before anything new is written, and nothing half-written stays
+    # (the staging directory is removed).
     assert sorted(os.listdir(directory)) == ["metadata.json", "model.weights.h5"]
     with pytest.raises(ValueError, match="has no config.json"):
         keras_hub.models.Backbone.from_preset(str(directory))
+    # A write that succeeds makes it a preset again.
+    MaskedElmoBackbone.from_architecture("tiny_masked").save_to_preset(directory)
+    assert type(keras_hub.models.Backbone.from_preset(str(directory))) is MaskedElmoBackbone
 
 
 @pytest.mark.parametrize("name", ["whitespace", "wordpunct"])
@@ -167,3 +172,59 @@ def test_the_tokenizer_refuses_what_it_cannot_read():
         ElmoTokenizer(max_characters_per_token=2)
     with pytest.raises(TypeError, match="takes sentences"):
         ElmoTokenizer()(tf.constant([1, 2]))
+
+
+def test_a_foreign_config_json_beside_the_family_files_is_not_taken_for_a_preset(tmp_path):
+    directory = tmp_path / "model"
+    assert cli.main(["init", "--preset", "tiny", "--output", str(directory)]) == 0
+    expected = _layers(Backbone.from_preset(directory))
+    assert type(ElmoTokenizer.from_preset(directory)) is ElmoTokenizer  # a pathlib.Path
+    (directory / "config.json").write_text(json.dumps({"trainer": {"num_epochs": 10}}))
+    np.testing.assert_array_equal(_layers(Backbone.from_preset(directory)), expected)
+
+
+def test_model_files_written_again_never_leave_a_preset_of_the_old_weights(tmp_path,
+                                                                           monkeypatch):
+    from elmo_tf.training.run_directory import write_model_files
+
+    old = ElmoBackbone(ElmoConfig.from_architecture("tiny"))
+    write_model_files(old, tmp_path)
+    new = ElmoBackbone(ElmoConfig.from_architecture("tiny"))
+    monkeypatch.setattr(ElmoTokenizer, "save_to_preset", lambda self, d: (_ for _ in ()).throw(
+        OSError("disk full")))
+    with pytest.raises(OSError, match="disk full"):
+        write_model_files(new, tmp_path)  # the family's files written, the preset not yet
+    monkeypatch.undo()
+    assert not (tmp_path / "config.json").exists()
+    np.testing.assert_array_equal(_layers(Backbone.from_preset(tmp_path)), _layers(new))
+
+
+def test_a_family_whose_classes_keras_cannot_find_is_refused(monkeypatch):
+    from elmo_tf.models import family
+    from tests.toy_family import ToyFamily
+    from tests.toy_family.toy_backbone import ToyBackbone
+
+    monkeypatch.setattr(family, "_FAMILIES", dict(family._FAMILIES))
+
+    class Unregistered(ToyBackbone):
+        pass
+
+    toy = ToyFamily()
+    toy.backbone_class = Unregistered
+    with pytest.raises(ValueError, match="Unregistered is not registered with Keras"):
+        family.register_family(toy)
+
+
+def test_importing_elmo_tf_leaves_tensorflow_unstarted():
+    """A strategy's logical devices are made before TensorFlow starts: after `import elmo_tf`
+    too (`elmo-tf train --strategy mirrored`, `finetune --strategy mirrored`)."""
+    script = ("import elmo_tf, elmo_tf.models, elmo_tf.training.finetuning\n"
+              "import tensorflow as tf\n"
+              "cpu = tf.config.list_physical_devices('CPU')[0]\n"
+              "tf.config.set_logical_device_configuration(\n"
+              "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
+              "print(len(tf.config.list_logical_devices('CPU')))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "2"

@@ -39,6 +39,16 @@ def _predict(capsys, output, lines, tmp_path):
     return capsys.readouterr().out.splitlines()
 
 
+def _keras_weights(path):
+    """{dataset path: array} of the weights in a `.keras` archive."""
+    values = {}
+    with zipfile.ZipFile(path) as archive, archive.open("model.weights.h5") as weights, \
+            h5py.File(weights, "r") as f:
+        f.visititems(lambda name, item: values.__setitem__(name, item[()])
+                     if isinstance(item, h5py.Dataset) else None)
+    return values
+
+
 def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
@@ -69,6 +79,12 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     assert parts.keys() == whole_weights.keys()
     for key, value in whole_weights.items():
         np.testing.assert_allclose(parts[key], value, atol=1e-6, err_msg=key)
+    # Its best epoch's model too, though the first part ended (its best weights then in its
+    # model.keras alone) before the second went on.
+    best = {run: _keras_weights(tmp_path / run / "model.keras") for run in ("parts", "whole")}
+    assert best["parts"].keys() == best["whole"].keys()
+    for key, value in best["whole"].items():
+        np.testing.assert_allclose(best["parts"][key], value, atol=1e-6, err_msg=key)
     lines = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path)
     assert len(lines) == 3 and set(lines) <= {"pos", "neg"}
     # `export` on a fine-tuning run writes the task model's SavedModel: the same predictions.

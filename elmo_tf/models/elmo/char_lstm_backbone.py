@@ -99,7 +99,7 @@ class CharLSTMBackbone(Backbone):
             config.to_options_json(options_file)
 
     def get_config(self):
-        # The layers' policy: a functional model's own policy stays float32 whatever it is given.
+        # The layers' policy (the stack's): what `dtype` gave them, whatever the model's own.
         return {"name": self.name, "trainable": self.trainable,
                 "dtype": keras.saving.serialize_keras_object(self.bilm.dtype_policy),
                 "config": self.config.to_dict(), "dropout": self.dropout}
