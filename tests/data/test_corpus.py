@@ -203,13 +203,15 @@ def test_read_corpus_batches_holds_the_same_sentences_batch_wise(tmp_path):
         read_corpus_batches(str(tmp_path / "*"), lines_per_batch=0)
 
 
-@pytest.mark.parametrize("module, kwargs", [
-    ("tensorflow_text", {"source": "*", "tokenizer": "unicode_script"}),
-    ("tensorflow_datasets", {"source": "tfds:lm1b"}),
+@pytest.mark.parametrize("module, kwargs, hint", [
+    # A dependency (keras-hub requires it), missing only from a broken install.
+    ("tensorflow_text", {"source": "*", "tokenizer": "unicode_script"},
+     r"pip install tensorflow-text==2\.21\.1"),
+    ("tensorflow_datasets", {"source": "tfds:lm1b"}, r"pip install 'elmo-tf\[data\]'"),
 ])
-def test_missing_optional_packages_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs):
+def test_missing_packages_say_how_to_install_them(tmp_path, monkeypatch, module, kwargs, hint):
     write_shards(tmp_path)
     monkeypatch.setitem(sys.modules, module, None)  # import fails as if not installed
     kwargs["source"] = kwargs["source"].replace("*", str(tmp_path / "*"))
-    with pytest.raises(ImportError, match=r"pip install 'elmo-tf\[data\]'"):
+    with pytest.raises(ImportError, match=hint):
         read_corpus(**kwargs)
