@@ -330,6 +330,9 @@ def _parser():
     predict.add_argument("--model", required=True, metavar="OUT",
                          help="a finetune output directory (or its model.keras)")
     predict.add_argument("input", nargs="?", default="-", help="input file (default stdin)")
+    predict.add_argument("--scores", action="store_true",
+                         help="print the probabilities too: after a label, <TAB>name=p for "
+                              "every class; a tagger's tags as tag=p")
     predict.set_defaults(run=_predict)
     return parser
 
@@ -450,7 +453,8 @@ def _predict(args):
 
     model = load_task_model(args.model)
     source = "stdin" if args.input == "-" else args.input
-    for prediction in predictions(model, utf8_lines(args.input), source=source):
+    for prediction in predictions(model, utf8_lines(args.input), source=source,
+                                  scores=args.scores):
         _say(prediction)
     return 0
 

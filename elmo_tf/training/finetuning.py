@@ -242,7 +242,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         return results
 
 
-def predict(model, lines, batch_size=64):
+def predict(model, lines, batch_size=64, scores=False):
     """Predictions of a fine-tuned model for raw input lines: one text per line
     (`text_a<TAB>text_b` for a pair model, tokens separated by spaces for a tagger). Returns
     one string per line: the label name, the score (a regressor), or the tags separated by
@@ -253,15 +253,17 @@ def predict(model, lines, batch_size=64):
             (`load_task_model`).
         lines: the input lines (strings).
         batch_size: lines per forward pass.
+        scores: with the probabilities: a classifier's label then `<TAB>name=p` for every
+            class, a tagger's tags as `tag=p` (`DownstreamTask.decode`).
 
     Example:
     >>> predict("runs/sst2", ["a charming film .", "dull ."])
     ['1', '0']
     """
-    return list(predictions(model, lines, batch_size))
+    return list(predictions(model, lines, batch_size, scores=scores))
 
 
-def predictions(model, lines, batch_size=64, source="input"):
+def predictions(model, lines, batch_size=64, source="input", scores=False):
     """`predict`, one prediction at a time as the lines come: `lines` may be any iterator
     (`files.utf8_lines` of a file or stdin). An error the iterator raises (a line that is not
     UTF-8) or a line of the wrong form (fields) is raised after the predictions of every line
@@ -279,7 +281,7 @@ def predictions(model, lines, batch_size=64, source="input"):
                     break
         except Exception as bad:  # noqa: BLE001: raised below, after the lines before it
             error = ValueError(f"{source}, {bad}") if str(bad).startswith("line ") else bad
-        yield from (model.decode(row, text)
+        yield from (model.decode(row, text, scores=scores)
                     for text, row in zip(texts, _logits(model, texts, batch_size)))
         if error is not None:
             raise error

@@ -32,10 +32,10 @@ def _finetune(capsys, *args):
     return capsys.readouterr().out
 
 
-def _predict(capsys, output, lines, tmp_path):
+def _predict(capsys, output, lines, tmp_path, *flags):
     path = tmp_path / "input.txt"
     path.write_text("\n".join(lines) + "\n")
-    assert cli.main(["predict", "--model", str(output), str(path)]) == 0
+    assert cli.main(["predict", "--model", str(output), str(path), *flags]) == 0
     return capsys.readouterr().out.splitlines()
 
 
@@ -87,6 +87,15 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
         np.testing.assert_allclose(best["parts"][key], value, atol=1e-6, err_msg=key)
     lines = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path)
     assert len(lines) == 3 and set(lines) <= {"pos", "neg"}
+    # With --scores: the label, then every class's probability (training's label order).
+    scored = _predict(capsys, tmp_path / "whole", ["good good", "bad bad", "good"], tmp_path,
+                      "--scores")
+    for line, label in zip(scored, lines):
+        fields = line.split("\t")
+        probabilities = dict(field.split("=") for field in fields[1:])
+        assert fields[0] == label and sorted(probabilities) == ["neg", "pos"]
+        assert sum(map(float, probabilities.values())) == pytest.approx(1, abs=1e-3)
+        assert max(probabilities, key=lambda k: float(probabilities[k])) == label
     # `export` on a fine-tuning run writes the task model's SavedModel: the same predictions.
     assert cli.main(["export", "--model", str(tmp_path / "whole"), "--output",
                      str(tmp_path / "serving")]) == 0
@@ -180,6 +189,12 @@ def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
     lines = _predict(capsys, tmp_path / "tagger", ["Peter runs", "Big Co won today"], tmp_path)
     assert [len(line.split()) for line in lines] == [2, 4]
     assert set(" ".join(lines).split()) <= {"B-PER", "B-ORG", "I-ORG", "O"}
+    scored = _predict(capsys, tmp_path / "tagger", ["Peter runs", "Big Co won today"], tmp_path,
+                      "--scores")
+    for line, tags in zip(scored, lines):
+        pairs = [token.split("=") for token in line.split()]
+        assert [tag for tag, _ in pairs] == tags.split()
+        assert all(1 / 4 <= float(p) <= 1 for _, p in pairs)  # the most probable of 4 tags
 
 
 def test_a_header_line_is_skipped_with_header_and_refused_without(bilm, tmp_path, capsys):

@@ -235,12 +235,17 @@ class DownstreamTask(Task, keras.Model):
         predicted = logits[:, 0] if self.labels is None else logits.argmax(-1)
         return {m: getattr(scores, m)(np.asarray(gold), predicted) for m in metrics}
 
-    def decode(self, logits, text):
+    def decode(self, logits, text, scores=False):
         """The prediction for one example, as `predict` prints it: the label name, or the score
-        of a regressor."""
+        of a regressor. With `scores`, a classifier's label is followed by every class's
+        probability, `<TAB>name=p` in the labels' order."""
         if self.labels is None:
             return f"{float(logits[0]):.6g}"
-        return self.labels[int(logits.argmax())]
+        label = self.labels[int(logits.argmax())]
+        if not scores:
+            return label
+        return "\t".join([label] + [f"{name}={p:.4f}" for name, p in
+                                     zip(self.labels, _softmax(logits))])
 
     def serving_outputs(self, texts, logits):
         """The served outputs, in the graph: `logits` and the prediction by name (`label`
@@ -293,6 +298,13 @@ class _NumericPart(FitWorkarounds, CompiledStep, keras.Model):
             return gradients
         return [tf.reshape(tf.convert_to_tensor(g), v.shape)
                 if isinstance(g, tf.IndexedSlices) else g for g, v in zip(gradients, variables)]
+
+
+def _softmax(logits):
+    """Probabilities of float logits along the last axis (NumPy)."""
+    logits = np.asarray(logits, np.float64)
+    exp = np.exp(logits - logits.max(-1, keepdims=True))
+    return exp / exp.sum(-1, keepdims=True)
 
 
 def check_known_labels(path, found, names, what):

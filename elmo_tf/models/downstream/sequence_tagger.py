@@ -9,6 +9,7 @@ from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
+    _softmax,
     check_known_labels,
     register_task,
 )
@@ -105,9 +106,15 @@ class SequenceTagger(DownstreamTask):
                      for row, g in zip(logits, gold)]
         return {m: getattr(scores, m)(gold_tags, predicted) for m in metrics}
 
-    def decode(self, logits, text):
-        """The tags of the text's tokens, separated by spaces."""
-        return " ".join(self.tags[k] for k in logits[:len(text[0].split())].argmax(-1))
+    def decode(self, logits, text, scores=False):
+        """The tags of the text's tokens, separated by spaces; with `scores`, each as
+        `tag=p`, its probability."""
+        rows = logits[:len(text[0].split())]
+        best = rows.argmax(-1)
+        if not scores:
+            return " ".join(self.tags[k] for k in best)
+        probabilities = _softmax(rows)
+        return " ".join(f"{self.tags[k]}={probabilities[i, k]:.4f}" for i, k in enumerate(best))
 
     def serving_outputs(self, texts, logits):
         """`logits` and `tags` strings `[batch, time]` (`""` past each sentence's tokens)."""
