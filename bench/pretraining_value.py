@@ -79,18 +79,23 @@ CLI = [sys.executable, "-m", "elmo_tf.cli"]
 # name: recipe JSON (the objective's CPU recipe, and the Masked ELMo variants measured)
 MODELS = {
     "elmo": {"base": "elmo_cpu"},
-    "masked_elmo": {"base": "masked_elmo_cpu"},  # the recipe: 40 % of the tokens selected
-    "masked_elmo_rate_15": {"base": "masked_elmo_cpu", "selection_rate": 0.15},  # BERT's
+    # The masked LM alone, 40 % of the tokens selected (the recipe before it took the cloze
+    # loss: what this name measured).
+    "masked_elmo": {"base": "masked_elmo_cpu", "cloze_weight": 0.0},
+    "masked_elmo_rate_15": {"base": "masked_elmo_cpu", "selection_rate": 0.15,  # BERT's
+                            "cloze_weight": 0.0},
     "masked_elmo_next_token": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
-                               "next_token_weight": 1.0},
+                               "next_token_weight": 1.0, "cloze_weight": 0.0},
     # Dense supervision at the recipe's 40 % (issue 38): the first layer's next-token loss,
     # and its two-tower cloze loss (every token from the halves on either side of it).
-    "masked_elmo_next_token_40": {"base": "masked_elmo_cpu", "next_token_weight": 1.0},
+    "masked_elmo_next_token_40": {"base": "masked_elmo_cpu", "next_token_weight": 1.0,
+                                  "cloze_weight": 0.0},
     "masked_elmo_cloze": {"base": "masked_elmo_cpu", "cloze_weight": 1.0},
     # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
     # token), the same char CNN, vocabulary and training.
     "elmo_wide": {"base": "elmo_cpu", "model": _wider("elmo_cpu")},
-    "masked_elmo_wide": {"base": "masked_elmo_cpu", "model": _wider("masked_elmo_cpu")},
+    "masked_elmo_wide": {"base": "masked_elmo_cpu", "model": _wider("masked_elmo_cpu"),
+                         "cloze_weight": 0.0},
     # On a GPU (bench/gpu_pretraining_value.sh): the released small shape, stream batches (one
     # shape for XLA to compile), Adam.
     "elmo_small": {"base": "elmo_small", "batch_size": 128, "optimizer": "adam",

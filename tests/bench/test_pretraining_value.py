@@ -21,8 +21,10 @@ def test_every_model_is_a_recipe_and_the_wide_ones_double_the_cpu_recipes_lstms(
     for wide, base in (("elmo_wide", "elmo_cpu"), ("masked_elmo_wide", "masked_elmo_cpu")):
         assert recipes[wide].model == dataclasses.replace(
             architecture(base), lstm_dim=512, projection_dim=256)
-        # Everything else is the CPU recipe's.
-        assert dataclasses.replace(recipes[wide], model=architecture(base), name=base) == \
+        # Everything else is the CPU recipe's (without the cloze loss masked_elmo_cpu took
+        # after the wide runs were measured).
+        assert dataclasses.replace(recipes[wide], model=architecture(base), name=base,
+                                   cloze_weight=Recipe.from_name(base).cloze_weight) == \
             Recipe.from_name(base)
 
 
