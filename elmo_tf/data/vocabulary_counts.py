@@ -3,6 +3,8 @@ same tokens `read_corpus` gives training."""
 
 import collections
 import logging
+import sys
+import time
 
 import tensorflow as tf
 
@@ -31,7 +33,7 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
             `read_corpus` (a glob, a list of globs, `"tfds:NAME"`).
         min_count: words seen fewer times are left out (`<UNK>` in training).
         max_size: at most this many tokens in all, the 3 specials included (most frequent kept).
-        progress: show a `keras.utils.Progbar` (sentences so far, tokens, distinct tokens).
+        progress: show the counts so far (sentences, tokens, distinct tokens) on stdout.
         batch_size: sentences (with a source: lines) counted per batch.
         stats: with a source, a `CorpusStats` the corpus's line counts are added to (one is made
             if None); they are logged at the end.
@@ -113,11 +115,7 @@ def _count(batches, progress, stats=None):
     batches = (batches
                .map(count_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
                .prefetch(tf.data.AUTOTUNE))
-    bar = None
-    if progress:
-        import keras
-
-        bar = keras.utils.Progbar(None, unit_name="sentence", stateful_metrics=["tokens", "types"])
+    bar = _Counts() if progress else None
     counter, sentences, total = collections.Counter(), 0, 0
     for n, size, unique, counts, *line_counts in batches.as_numpy_iterator():
         if stats is not None:
@@ -126,7 +124,26 @@ def _count(batches, progress, stats=None):
         for token, count in zip(unique.tolist(), counts.tolist()):
             counter[token] += count
         if bar is not None:
-            bar.update(sentences, [("tokens", total), ("types", len(counter))])
+            bar.update(sentences, total, len(counter))
     if bar is not None:
-        bar.update(sentences, [("tokens", total), ("types", len(counter))], finalize=True)
+        bar.update(sentences, total, len(counter), final=True)
     return counter, sentences, total
+
+
+class _Counts:
+    """The counts so far, as whole numbers on one line of standard output (where `elmo-tf`'s
+    progress goes to stderr): refreshed in place at most twice a second on a terminal, and
+    written once more, whole, at the end."""
+
+    def __init__(self):
+        self.shown = 0.0
+
+    def update(self, sentences, tokens, types, final=False):
+        now = time.monotonic()
+        interactive = sys.stdout.isatty()
+        if not final and (not interactive or now - self.shown < 0.5):
+            return
+        self.shown = now
+        line = f"vocabulary: {sentences:,} sentences, {tokens:,} tokens, {types:,} distinct"
+        sys.stdout.write(("\r" if interactive else "") + line + ("\n" if final else ""))
+        sys.stdout.flush()
