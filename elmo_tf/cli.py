@@ -171,8 +171,8 @@ def _parser():
         description="Trains the recipe's biLM with model.fit and writes DIR/options.json, "
                     "DIR/weights.hdf5 (released layout), the same biLM as a KerasHub preset "
                     "(DIR/config.json, metadata.json, model.weights.h5), DIR/vocab.txt, "
-                    "checkpoints and TensorBoard logs. Run the same command again after a crash to resume "
-                    "from the last checkpoint.")
+                    "checkpoints and TensorBoard logs. Run the same command again after a "
+                    "crash to resume from the last checkpoint.")
     train.add_argument("--recipe", required=True,
                        help=f"{', '.join(Recipe.names())}, or a recipe .json")
     _corpus_arguments(train, TOKENIZERS, builtin=True)

@@ -3,7 +3,7 @@
 import keras
 import tensorflow as tf
 
-from elmo_tf.text.tokenizers import get_tokenizer
+from elmo_tf.text.tokenizers import get_tokenizer, padded_tokens
 
 _CORE_TOKENIZERS = ("whitespace", "wordpunct")
 
@@ -42,12 +42,7 @@ class TextTokenizer(keras.layers.Layer):
         if texts.shape.rank != 1:
             raise ValueError(f"TextTokenizer takes a batch of sentences, shape [batch]; got "
                              f"shape {texts.shape}.")
-        tokens = self._split(texts).to_tensor(default_value="")
-        # At least one column: a batch in which no text has a token (empty texts, an empty
-        # batch) is then one column of padding, masked everywhere, which the task models' heads
-        # handle; with no column at all, Keras's LSTM fails on its zero time steps.
-        return tf.pad(tokens, [[0, 0], [0, tf.maximum(1 - tf.shape(tokens)[1], 0)]],
-                      constant_values="")
+        return padded_tokens(self._split(texts))
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], None)

@@ -6,7 +6,7 @@ import keras_hub
 import tensorflow as tf
 
 from elmo_tf.text.char_ids import MAX_CHARACTERS_PER_TOKEN, tokens_to_char_ids
-from elmo_tf.text.tokenizers import TOKENIZERS, get_tokenizer
+from elmo_tf.text.tokenizers import TOKENIZERS, get_tokenizer, padded_tokens
 
 # Byte b as a one-byte string, at index b: char ids back to text (`detokenize`). A list, not a
 # tensor: a tensor made on import would start TensorFlow's devices before a strategy can
@@ -66,9 +66,7 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
         if texts.shape.rank not in (0, 1):
             raise ValueError(f"{type(self).__name__} takes a sentence or a [batch] of "
                              f"sentences; got shape {texts.shape}.")
-        tokens = self._split(tf.reshape(texts, [-1])).to_tensor(default_value="")
-        tokens = tf.pad(tokens, [[0, 0], [0, tf.maximum(1 - tf.shape(tokens)[1], 0)]],
-                        constant_values="")
+        tokens = padded_tokens(self._split(tf.reshape(texts, [-1])))
         char_ids = tokens_to_char_ids(tokens, self.max_characters_per_token)
         return char_ids[0] if texts.shape.rank == 0 else char_ids
 

@@ -174,8 +174,9 @@ class CompiledStep:
 
     def replica_gradients(self, gradients, variables):
         """A replica's compiled gradients (of `variables`) as the optimizer sums them over the
-        replicas: as they are here (a row-sparse gradient stays sparse, as a lazy optimizer needs it, when the
-        replicas' batches have one shape, as a language model's always do)."""
+        replicas: as they are here (a row-sparse gradient stays sparse, as a lazy optimizer
+        needs it, when the replicas' batches have one shape, as a language model's always
+        do)."""
         return gradients
 
     def _train_step(self, x, y, sample_weight, counts):

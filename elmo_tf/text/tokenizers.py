@@ -1,5 +1,6 @@
 """How lines of text become tokens, the same way in training corpora and in task models:
-`get_tokenizer(name)`, 1-D `tf.string` lines -> `tf.RaggedTensor` tokens."""
+`get_tokenizer(name)`, 1-D `tf.string` lines -> `tf.RaggedTensor` tokens (`padded_tokens`: a
+dense batch of them)."""
 
 import tensorflow as tf
 
@@ -25,8 +26,8 @@ def get_tokenizer(tokenizer):
             * `"wordpunct"`: also splits runs of punctuation/symbols from runs of letters, digits
               and marks (`"can't stop."` → `can ' t stop .`). Core TensorFlow ops only.
             * `"unicode_script"`: `tensorflow_text.UnicodeScriptTokenizer`, splits on whitespace,
-              punctuation and changes of script (`"Hello, wörld!"` → `Hello , wörld !`). Needs
-              tensorflow-text (`pip install 'elmo-tf[data]'`).
+              punctuation and changes of script (`"Hello, wörld!"` → `Hello , wörld !`).
+              tensorflow-text's (installed with elmo-tf, through keras-hub).
             * a callable with the same contract (its ops must work in `tf.data`).
 
     Example:
@@ -50,3 +51,18 @@ def get_tokenizer(tokenizer):
         return tensorflow_text.UnicodeScriptTokenizer().tokenize
     raise ValueError(f"unknown tokenizer {tokenizer!r}; accepted: "
                      f"{', '.join(map(repr, TOKENIZERS))} or a callable lines -> ragged tokens")
+
+
+def padded_tokens(tokens):
+    """A `[lines, None]` `tf.RaggedTensor` of tokens as a dense `[lines, time]` string tensor,
+    right-padded with `""`, `time` at least 1: a batch in which no line has a token (empty
+    lines, an empty batch) is one column of padding, masked everywhere, which the models
+    handle (Keras's LSTM fails on zero time steps).
+
+    Example:
+    >>> padded_tokens(get_tokenizer("whitespace")(tf.constant(["a b", ""]))).numpy().tolist()
+    [[b'a', b'b'], [b'', b'']]
+    """
+    tokens = tokens.to_tensor(default_value="")
+    return tf.pad(tokens, [[0, 0], [0, tf.maximum(1 - tf.shape(tokens)[1], 0)]],
+                  constant_values="")

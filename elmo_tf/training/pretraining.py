@@ -77,8 +77,9 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
         xla: `"auto"` (XLA per replica on GPUs and on CPUs with AMX, off on other CPUs),
-            `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json, and a resumed
-            run keeps what it was started with unless `xla` is given. Compiled programs are
+            `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in
+            run.json, and a resumed run keeps what it was started with unless `xla` is given.
+            Compiled programs are
             kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
             sampled negatives come from XLA's own random generator, which ignores `seed`.
         verbose: Keras `fit` verbosity.
