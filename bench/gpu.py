@@ -60,6 +60,7 @@ import tensorflow as tf  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench.inference import best_seconds, machine, sentences, versions  # noqa: E402
+from bench.parity import parity  # noqa: E402
 from bench.training import (  # noqa: E402
     dataset, fit_steps, make_language_model, part_functions, synthetic_batch)
 from elmo_tf import ElmoBackbone, ElmoConfig, tokens_to_char_ids, xla_cache  # noqa: E402
@@ -68,7 +69,6 @@ from elmo_tf.ops import lstm as lstm_ops  # noqa: E402
 from elmo_tf.recipes.recipe import Recipe  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-FIXTURE = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
 SETUP = ("TensorFlow 2.21's own GPU build (CUDA 12.5, sm_90 kernels JIT-compiled from PTX on "
          "first use) with the lent machine's cuBLAS 13 and cuDNN 9 (CUDA 13 build) standing in "
          "for the CUDA 12 packages `tensorflow[and-cuda]` installs (../shared/gpu/README.md); "
@@ -88,39 +88,6 @@ TINY_INFERENCE = ElmoConfig(lstm_dim=32, projection_dim=8, n_layers=2, char_embe
 def tf32(enabled):
     tf.config.experimental.enable_tensor_float_32_execution(enabled)
     return "tf32_on" if enabled else "tf32_off"
-
-
-def parity():
-    """Largest |difference| from bilm-tf's outputs on the fixture's 10 stateful batches."""
-    if not (FIXTURE / "lm_weights.hdf5").exists():
-        return {"status": "missing", "reason": f"no bilm-tf fixture at {FIXTURE}"}
-    sentences_file = json.loads((FIXTURE / "lm_embeddings_sentences.json").read_text())
-    import h5py
-
-    batches = []
-    for i in range(10):
-        tokens = [sentences_file[k][i].split() for k in range(3)]
-        expected = []
-        for k in range(3):
-            with h5py.File(FIXTURE / f"lm_embeddings_{k}.hdf5", "r") as f:
-                top = f[str(i)][...]
-            expected.append(np.concatenate([top[0], top[1]], axis=-1))
-        batches.append((tokens_to_char_ids(tokens), tokens, expected))
-    results = {}
-    for enabled in (False, True):
-        setting = tf32(enabled)
-        for method in ("__call__", "embed"):
-            backbone = ElmoBackbone.from_allennlp(FIXTURE / "options.json",
-                                                  FIXTURE / "lm_weights.hdf5", stateful=True)
-            run = getattr(backbone, method)
-            worst = 0.0
-            for ids, tokens, expected in batches:
-                layers = run(ids)["layers"].numpy()
-                for k in range(3):
-                    worst = max(worst, float(np.abs(layers[k, 2, :len(tokens[k])]
-                                                    - expected[k]).max()))
-            results[f"{method.strip('_')}_{setting}"] = worst
-    return results
 
 
 def on_device(outputs):
@@ -388,7 +355,7 @@ def main():
         write_json_atomically(output, json.loads(json.dumps(report, default=str)))
 
     for part in args.parts:
-        run = {"parity": lambda save: parity(), "inference": lambda save: inference(settings, save),
+        run = {"parity": lambda save: parity((False, True)), "inference": lambda save: inference(settings, save),
                "training": lambda save: training(settings, save),
                "scaling": lambda save: scaling(settings, save, args.scaling_runs,
                                                args.smoke)}[part]
