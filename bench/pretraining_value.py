@@ -198,6 +198,10 @@ def _supervised_per_step(record, recipe):
                     + (tokens if recipe.get("cloze_weight") else 0))  # cloze: every token
 
 
+# Steps between a run's checkpoints: a run killed (a session's end) goes on from the last one.
+CHECKPOINT_EVERY = 500
+
+
 def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, train_args=()):
     """Trains `name` with `seed` through every budget, calling `save()` once a budget's biLM
     is kept and again with its held-out figures (a rerun after a crash carries on from the
@@ -211,7 +215,8 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
         if out.get(key, {}).get("steps") != steps or not os.path.isdir(kept):
             wall, cpu = run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus",
                              paths["lm_train"], "--output", run_dir, "--steps", str(steps),
-                             "--checkpoint-every", str(steps), "--seed", str(seed),
+                             "--checkpoint-every", str(min(steps, CHECKPOINT_EVERY)),
+                             "--seed", str(seed),
                              *train_args],
                             log=os.path.join(runs, name, f"seed-{seed}", f"train-{key}.log"))
             _keep(run_dir, kept)

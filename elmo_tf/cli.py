@@ -250,7 +250,7 @@ def _parser():
                     "ElmoEmbedding.from_saved_model, and core TensorFlow ops only. With --model "
                     "a `finetune` output directory, the task model instead: raw text in, "
                     "logits and the label, score or tags out.")
-    _model_arguments(export, more=", or a `finetune` output directory (its model.keras)")
+    _model_arguments(export, more=", or a `finetune` output directory (its task preset)")
     export.add_argument("--output", required=True, metavar="EXPORT_BASE",
                         help="the model's base directory; the SavedModel goes to a version "
                              "directory inside it, as TF Serving expects")
@@ -269,7 +269,8 @@ def _parser():
         description="Trains a downstream task model on the representations of a pre-trained "
                     "biLM (ELMo or Masked ELMo), keeps the epoch with the best dev score, "
                     "stops after --patience epochs without a better one, and writes "
-                    "OUTPUT/model.keras and OUTPUT/dev_metrics.json; resumes if killed.")
+                    "the best epoch's model into OUTPUT as a KerasHub task preset (task.json, "
+                    "its weights) and OUTPUT/dev_metrics.json; resumes if killed.")
     finetune.add_argument("--task", required=True, choices=TASKS, metavar="TASK",
                           help="glue/NAME (cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli: "
                                "GLUE's files in --data-dir), or classify / pair "
@@ -310,8 +311,8 @@ def _parser():
     finetune.add_argument("--seed", type=int, default=0,
                           help="initialisation, dropout and batch order (default 0)")
     finetune.add_argument("--xla", choices=XLA_MODES, default="auto",
-                          help="compile the task model's numeric part with XLA, the text "
-                               "read in the input pipeline: auto (the default) = on when the "
+                          help="compile the task model with XLA (its preprocessor reads the "
+                               "text in the input pipeline): auto (the default) = on when the "
                                "device is a GPU, off on CPUs")
     finetune.add_argument("--strategy", choices=[s for s in STRATEGIES if s != "multi-worker"],
                           default="default",
@@ -328,7 +329,8 @@ def _parser():
                     "by spaces for a tagger) and prints one line per line: the label, the score "
                     "or the tags.")
     predict.add_argument("--model", required=True, metavar="OUT",
-                         help="a finetune output directory (or its model.keras)")
+                         help="a finetune output directory (or a .keras file of an earlier "
+                              "version)")
     predict.add_argument("input", nargs="?", default="-", help="input file (default stdin)")
     predict.add_argument("--scores", action="store_true",
                          help="print the probabilities too: after a label, <TAB>name=p for "
@@ -443,7 +445,7 @@ def _finetune(args):
     if "dev_mismatched" in results:
         _say("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
                                              for k, v in results["dev_mismatched"].items()))
-    _say(f"wrote {args.output}/model.keras, dev_metrics.json")
+    _say(f"wrote {args.output}/task.json (a KerasHub task preset), dev_metrics.json")
     return 0
 
 
@@ -478,16 +480,15 @@ def _export(args):
     from elmo_tf.export.saved_model import export_saved_model
     from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
-    task_model = None if args.model is None else os.path.join(args.model, "model.keras")
-    if task_model is not None and os.path.isfile(task_model) and not os.path.isfile(
-            os.path.join(args.model, "options.json")):  # a `finetune` run
+    from elmo_tf.training.finetuning import is_task_directory, load_task_model
+
+    if args.model is not None and is_task_directory(args.model):  # a `finetune` run
         from elmo_tf.export.task_saved_model import export_task_model
-        from elmo_tf.training.finetuning import load_task_model
 
         if args.fine_tune_bilm or args.dropout:
             raise ValueError("--fine-tune-bilm and --dropout are for a biLM's export; "
                              f"{args.model} is a fine-tuned task model.")
-        path = export_task_model(load_task_model(task_model), args.output,
+        path = export_task_model(load_task_model(args.model), args.output,
                                  version=args.version)
         _say(f"wrote a SavedModel to {path} (signature serving_default: raw text in, logits "
               "and the prediction out)")

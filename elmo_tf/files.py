@@ -211,12 +211,17 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     relative path) goes in after the others, and an earlier `last` is removed before any: a
     directory whose `last` marks it complete (a KerasHub preset's config.json) is never a mix
     of two writes. Other files in `directory` are kept. With `needed_bytes`, the disk's room
-    is checked first (`check_free_space`).
+    is checked first (`check_free_space`). Called for an enclosing call's staging directory (a
+    task preset writes its backbone's files), it writes there directly: the enclosing call
+    moves everything in.
 
     Example:
     >>> write_files_atomically("preset/", backbone_saver, last="config.json")
     """
     directory = os.fspath(directory)
+    if is_temporary(os.path.basename(os.path.normpath(directory)), ".staging"):
+        write(directory)  # inside an enclosing write's staging: that write moves it all in
+        return
     os.makedirs(directory, exist_ok=True)
     remove_stale_temporaries(directory, ".staging")
     if needed_bytes is not None:

@@ -86,6 +86,38 @@ def loading_safely(safe_mode=None):
     return mode is not False
 
 
+class AnyBackboneOf:
+    """A task class's `backbone_cls` that matches every subclass of `base`: KerasHub finds the
+    task class of a preset by its backbone's class (`keras_hub.models.TextClassifier
+    .from_preset(dir)`: `find_subclass` keeps the subclasses whose `backbone_cls ==` the
+    preset's), one task class per backbone class. elmo-tf's tasks take any backbone that honours
+    the backbone contract, so one task class serves every family.
+
+    Not private, but a convention: KerasHub compares `backbone_cls` with `==` (find_subclass,
+    `Task.from_preset`) and `is` (a preset's metadata lists the tasks whose `backbone_cls is`
+    the backbone's class: ours are not listed). A KerasHub with a per-task registry of
+    compatible backbones would make it unnecessary (no upstream issue found).
+
+    Example:
+    >>> AnyBackboneOf(Backbone) == ElmoBackbone
+    True
+    """
+
+    def __init__(self, base):
+        self.base = base
+
+    def __eq__(self, other):
+        if isinstance(other, AnyBackboneOf):
+            return other.base is self.base
+        return isinstance(other, type) and issubclass(other, self.base)
+
+    def __hash__(self):
+        return hash(self.base)
+
+    def __repr__(self):
+        return f"AnyBackboneOf({self.base.__name__})"
+
+
 # --- models: fit under distribution strategies ---------------------------------------------
 
 def in_multi_worker_mode(strategy):
@@ -224,21 +256,15 @@ def without_optimizer(model):
     >>> with without_optimizer(model):
     ...     model.save_weights("best.weights.h5")   # the model's weights, no Adam slots
     """
+    if getattr(model, "optimizer", None) is None:  # never compiled: nothing to leave out
+        yield model
+        return
     optimizer, compiled = model.optimizer, model.compiled
     model.optimizer, model.compiled = None, False
     try:
         yield model
     finally:
         model.optimizer, model.compiled = optimizer, compiled
-
-
-def save_model_to_file(model, file):
-    """Writes `model` as a `.keras` archive into the open binary `file`.
-
-    Private: `keras.src.saving.saving_lib.save_model`; the public `Model.save` takes a path and
-    insists on its `.keras` suffix (elmo-tf writes a temporary name, then renames it;
-    keras-team/keras#14411, open: saving to a file object)."""
-    saving_lib.save_model(model, file)
 
 
 # --- SavedModels -----------------------------------------------------------------------------

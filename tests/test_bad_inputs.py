@@ -187,7 +187,8 @@ def _kill_commands(tmp_path, tiny_model):
                       str(labelled), "--model", str(bilm), "--encoder-units", "4", "--epochs",
                       "2", "--output", str(out)],
                      r"epoch-001\.weights\.h5", out / "checkpoints", r"epoch-001\.weights\.h5",
-                     {"checkpoints/epoch-002.weights.h5", "model.keras", "dev_metrics.json"}),
+                     {"checkpoints/epoch-002.weights.h5", "task.json", "task.weights.h5",
+                      "model.weights.h5", "dev_metrics.json"}),
     }
 
 
@@ -326,7 +327,7 @@ def test_the_users_tmp_files_and_folders_survive_train_and_finetune(finetuned):
     for directory in (finetuned["bilm"], finetuned["classifier"]):
         assert _users_files_intact(directory), _files_under(directory)
     assert (finetuned["bilm"] / "weights.hdf5").exists()
-    assert (finetuned["classifier"] / "model.keras").exists()
+    assert (finetuned["classifier"] / "task.json").exists()
     assert not (finetuned["bilm"] / "run.lock").exists()  # released with the run
 
 
@@ -596,15 +597,18 @@ def test_predict_prints_every_good_line_before_the_one_that_is_not_utf8(
 
 
 @pytest.mark.parametrize("command", ["predict", "export"])
-def test_a_truncated_keras_file_is_called_damaged(finetuned, tmp_path, capsys, command):
+@pytest.mark.parametrize("damaged", ["task.weights.h5", "model.weights.h5"])
+def test_a_truncated_weights_file_is_called_damaged(finetuned, tmp_path, capsys, command,
+                                                    damaged):
     out = tmp_path / "classifier"
-    out.mkdir()
-    whole = (finetuned["classifier"] / "model.keras").read_bytes()
-    (out / "model.keras").write_bytes(whole[:len(whole) // 2])
+    shutil.copytree(finetuned["classifier"], out,
+                    ignore=shutil.ignore_patterns("checkpoints", "logs", "run.*"))
+    whole = (out / damaged).read_bytes()
+    (out / damaged).write_bytes(whole[:len(whole) // 2])
     args = (["predict", "--model", str(out), finetuned["labelled"]] if command == "predict" else
             ["export", "--model", str(out), "--output", str(tmp_path / "serving")])
     message = _cli_error(capsys, *args)
-    assert f"{out / 'model.keras'} is damaged or truncated" in message
+    assert f"{out / damaged} is damaged or truncated" in message
     assert message.count("\n") == 1
 
 

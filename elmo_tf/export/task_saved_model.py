@@ -21,7 +21,7 @@ def export_task_model(model, export_base, version=None):
     keeps it).
 
     Args:
-        model: the task model (e.g. `keras.saving.load_model("OUT/model.keras")`).
+        model: the task model (e.g. `load_task_model("OUT")`, a `finetune` output).
         export_base: the model's base directory, as TF Serving expects.
         version: the version directory to create; by default one more than the highest there.
 
@@ -29,7 +29,7 @@ def export_task_model(model, export_base, version=None):
         The path of the new version directory.
 
     Example:
-    >>> export_task_model(keras.saving.load_model("runs/sst2/model.keras"), "serving/sst2")
+    >>> export_task_model(load_task_model("runs/sst2"), "serving/sst2")
     'serving/sst2/1'
     """
     if not isinstance(model, DownstreamTask):

@@ -49,8 +49,8 @@ class TokensToCharIds(keras.layers.Layer):
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs):
-        if not is_strings(inputs):
-            return check_char_ids(inputs, self.max_characters_per_token)
+        if not is_strings(inputs):  # a new tensor: Keras puts the output's mask on it, not
+            return keras.ops.copy(check_char_ids(inputs, self.max_characters_per_token))  # on x
         if len(inputs.shape) != 2:
             raise ValueError(
                 f"string tokens must be [batch, time] (padded with \"\"); got shape "

@@ -6,7 +6,12 @@ downstream embedding layers that work on any backbone, and the downstream task m
 
 from elmo_tf.models import elmo, masked_elmo  # noqa: F401  (the families register themselves)
 from elmo_tf.models.backbone import Backbone
-from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
+from elmo_tf.models.downstream import (
+    SentencePairClassifier,
+    SequenceTagger,
+    TaskPreprocessor,
+    TextClassifier,
+)
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
@@ -22,5 +27,6 @@ from elmo_tf.models.task import Task
 __all__ = ["Backbone", "ElmoBackbone", "ElmoConfig", "ElmoEmbedding", "ElmoLanguageModel",
            "ElmoTokenizer", "MaskedElmoBackbone", "MaskedElmoConfig", "MaskedElmoLanguageModel",
            "MaskedElmoTokenizer",
-           "SentencePairClassifier", "SequenceTagger", "Task", "TextClassifier",
+           "SentencePairClassifier", "SequenceTagger", "Task", "TaskPreprocessor",
+           "TextClassifier",
            "load_backbone"]

@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 import keras_hub
 import tensorflow as tf
 
@@ -14,6 +15,7 @@ from elmo_tf.text.tokenizers import TOKENIZERS, get_tokenizer, padded_tokens
 _SINGLE_BYTES = [bytes([b]) for b in range(256)]
 
 
+@keras.saving.register_keras_serializable(package="elmo_tf")
 class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
     """Raw sentences `[batch]` -> int32 char ids `[batch, time, max_characters_per_token]`: what
     every elmo-tf backbone reads, as a KerasHub tokenizer (a `keras_hub.tokenizers.Tokenizer`,
@@ -60,15 +62,21 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
         """Sentences (a string, or a `[batch]` of them) -> char ids `[time, chars]` (or
         `[batch, time, chars]`)."""
         texts = tf.convert_to_tensor(inputs)
+        char_ids = tokens_to_char_ids(self.tokens(texts), self.max_characters_per_token)
+        return char_ids[0] if texts.shape.rank == 0 else char_ids
+
+    def tokens(self, inputs):
+        """Sentences (a string, or a `[batch]` of them) -> their string tokens `[batch, time]`,
+        right-padded with `""` (`time` at least 1): what `tokenize` turns into char ids, for
+        what reads the words themselves (a task's hashed word ids, a tagger's tags)."""
+        texts = tf.convert_to_tensor(inputs)
         if texts.dtype != tf.string:
             raise TypeError(f"{type(self).__name__} takes sentences (strings); got "
                             f"{texts.dtype.name}.")
         if texts.shape.rank not in (0, 1):
             raise ValueError(f"{type(self).__name__} takes a sentence or a [batch] of "
                              f"sentences; got shape {texts.shape}.")
-        tokens = padded_tokens(self._split(tf.reshape(texts, [-1])))
-        char_ids = tokens_to_char_ids(tokens, self.max_characters_per_token)
-        return char_ids[0] if texts.shape.rank == 0 else char_ids
+        return padded_tokens(self._split(tf.reshape(texts, [-1])))
 
     def detokenize(self, inputs):
         """Char ids `[batch, time, chars]` -> sentences `[batch]` (`[time, chars]` -> one): the

@@ -103,7 +103,7 @@ class CompiledStep:
         # Keras's LSTM and GRU say they do not compile where they would run cuDNN's kernel
         # (a GPU); compiled, they run Keras's own kernel instead, which compiles, for the rest
         # of the process (a cuDNN kernel is faster where XLA is off).
-        for layer in sublayers(self) if self.xla else ():
+        for layer in self._computed_layers() if self.xla else ():
             if _would_run_cudnn(layer):
                 layer.use_cudnn, layer.supports_jit = False, True
         super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
@@ -128,11 +128,19 @@ class CompiledStep:
 
     def xla_incompatible_layers(self):
         """The names of this model's layers that say they do not compile with XLA
-        (`supports_jit = False`: the downstream tasks' tokenizers read raw text), but for
+        (`supports_jit = False`: string ops), a KerasHub task's preprocessor left out, but for
         Keras's LSTM and GRU layers that would run cuDNN's kernel: compiled, they run their
         own (`compile`)."""
-        return [layer.name for layer in sublayers(self)
+        return [layer.name for layer in self._computed_layers()
                 if not layer.supports_jit and not _would_run_cudnn(layer)]
+
+    def _computed_layers(self):
+        """The layers the model's step computes: all of them but a KerasHub task's
+        preprocessor's, which runs in the input pipeline."""
+        preprocessor = getattr(self, "preprocessor", None)
+        skipped = {id(layer) for layer in ([preprocessor, *sublayers(preprocessor)]
+                                           if preprocessor is not None else [])}
+        return [layer for layer in sublayers(self) if id(layer) not in skipped]
 
     def global_loss_counts(self, y):
         """Counts of the whole global batch that the loss divides by (summed over the replicas

@@ -125,7 +125,7 @@ class ElmoEmbedding(keras.layers.Layer):
     def __call__(self, inputs, *args, **kwargs):
         inputs = as_tensor(inputs)  # Keras layers take tensors
         # String tokens go through string ops, which XLA cannot compile; char ids compile (a
-        # task model's numeric part). Called on strings once, the layer says so for good.
+        # task model's inputs). Called on strings once, the layer says so for good.
         self.supports_jit = self.supports_jit and not is_strings(inputs)
         return super().__call__(inputs, *args, **kwargs)
 

@@ -10,11 +10,12 @@ class Task(FitWorkarounds, CompiledStep):
     `ElmoLanguageModel`, `MaskedElmoLanguageModel`) and the downstream ones (`DownstreamTask`:
     `TextClassifier`, `SentencePairClassifier`, `SequenceTagger`).
 
-    A task combines it with `keras.Model` (`class MyTask(Task, keras.Model)`): a mixin, not a
-    `keras.Model` subclass, because Keras rewrites the bases of a functional model's classes
-    (`inject_functional_model_class` puts `Functional` in place of `keras.Model`), which would
-    turn every subclassed task that shares a Model base with the functional downstream tasks
-    into a functional one.
+    A task combines it with a model class: `keras.Model` for the pre-training tasks
+    (`class MyTask(Task, keras.Model)`), KerasHub's task classes for the downstream ones
+    (`DownstreamTask`). A mixin, not a `keras.Model` subclass, because Keras rewrites the bases
+    of a functional model's classes (`inject_functional_model_class` puts `Functional` in
+    place of `keras.Model`), which would turn every subclassed task that shares a Model base
+    with the functional downstream tasks into a functional one.
 
     What every task shares, in one place:
 

@@ -5,6 +5,8 @@ dense batch of them)."""
 import tensorflow as tf
 
 TOKENIZERS = ("whitespace", "wordpunct", "unicode_script")
+# Those of core TensorFlow ops only: what a task model's served SavedModel can run.
+CORE_TOKENIZERS = ("whitespace", "wordpunct")
 INSTALL_HINT = "pip install 'elmo-tf[data]'"
 
 # Exactly the characters Python's `str.split()` splits on (checked over all code points):

@@ -10,11 +10,15 @@ A fine-tuning run lives in its output directory:
 * `best.weights.h5`: the weights of the epoch with the best dev score so far (no optimizer
   state), until the run ends;
 * `logs/`: TensorBoard's (the training loss and the dev metrics per epoch);
-* when the run ends (all epochs, or `patience` epochs without a better dev score): `model.keras`
-  (the best epoch's model, without optimizer state: `predict` and `keras.saving.load_model`
-  read it, uncompiled), which then replaces best.weights.h5, and `dev_metrics.json` (with a
+* when the run ends (all epochs, or `patience` epochs without a better dev score): the best
+  epoch's model as a KerasHub task preset, without optimizer state (`task.json`,
+  `task.weights.h5`, the backbone's `config.json`, `model.weights.h5`, `metadata.json`,
+  `preprocessor.json`, `tokenizer.json`: `DownstreamTask.save_to_preset`; `predict`,
+  `load_task_model`, `DownstreamTask.from_preset` and `keras_hub.models.TextClassifier
+  .from_preset` read it), which then replaces best.weights.h5, and `dev_metrics.json` (with a
   `test` file: its scores too, of the best dev epoch and of the last, a test set being scored,
-  never chosen on).
+  never chosen on). Runs of earlier versions ended with `model.keras` instead, which still
+  loads.
 
 Killed, the same command resumes after the last finished epoch, with the batches and dropout
 draws the uninterrupted run would have had (each epoch's depend only on the seed and the
@@ -32,6 +36,7 @@ import os
 import weakref
 import zipfile
 
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -39,10 +44,10 @@ import tensorflow as tf
 from elmo_tf.checks import check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
-from elmo_tf.files import read_json, write_atomically, write_json_atomically
-from elmo_tf.keras_compat import save_model_to_file, without_optimizer
+from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
-from elmo_tf.models.downstream import task_class, task_names
+from elmo_tf.models.downstream import DownstreamTask, task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
@@ -99,10 +104,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             without it keeps what it started with.
         seed: initialisation, dropout and batch order.
         xla: compile training and scoring with XLA: `"on"`, `"off"`, or `"auto"` (on where
-            the device is a GPU: `use_xla`). Compiled, the raw text goes through the model's
-            preprocessor in the input pipeline and its numeric part trains (`split`), each text's
-            features padded to its length's bucket (`bucket_length`, as pre-training's
-            batches): one compilation per bucket and batch size. The same model and scores
+            the device is a GPU: `use_xla`). The raw text always goes through the model's
+            preprocessor in the input pipeline; compiled, each text's features are padded to
+            its length's bucket (`bucket_length`, as pre-training's batches): one
+            compilation per bucket and batch size. The same model and scores
             (up to float rounding); not a setting of the run (a resumed run may change it).
         strategy: the `tf.distribute` strategy to train under (`make_strategy("mirrored")`,
             made before TensorFlow starts; default: the one in scope): `batch_size` is the
@@ -167,19 +172,12 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         with strategy.scope():
             model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
                            fine_tune_bilm, settings.get("scalar_mix_parameters"), options)
+            # Compiled with XLA (where `use_xla` says), the model trains on its preprocessor's
+            # features, padded to buckets in the input pipeline (`_epochs`).
             model.compile(optimizer=keras.optimizers.Adam(learning_rate),
-                          loss=model.task_loss())
+                          loss=model.task_loss(), xla="on" if compiled else "off")
             model.optimizer.build(model.trainable_variables)
-            trained = model  # what fit runs: the model, or its numeric part compiled with XLA
-            if compiled:  # the same variables, optimizer and loss
-                try:
-                    trained = model.split()[1]
-                except ValueError:  # a task that does not say where its string ops end
-                    if xla == "on":
-                        raise
-                    compiled = False
             if compiled:
-                trained.compile(optimizer=model.optimizer, loss=model.task_loss(), xla="on")
                 logger.info("training %s with XLA (its text read in the input pipeline)",
                             type(model).__name__)
         if strategy.num_replicas_in_sync > 1:
@@ -199,18 +197,18 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                                  f"damaged ({problem}); the run cannot resume without it (only "
                                  f"the last epoch's is kept): move {output} away to fine-tune "
                                  "again (its best.weights.h5 holds the best epoch so far, or "
-                                 "model.keras once the run has ended).")
+                                 "its task preset once the run has ended).")
             model.load_weights(checkpoints.path(done))
             logger.info("resuming %s after epoch %d", output, done)
         metric = data["metrics"][0]
         if done < epochs and not _stopped(record, patience):
             steps = math.ceil(len(data["train"][1]) / batch_size)
-            trained.fit(_epochs(model, data["train"], batch_size, seed, done, epochs, compiled),
-                        initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
-                        verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
-                        callbacks=[_DevScore(model, score, data["dev"], record, run,
-                                             checkpoints, patience, metric, seed),
-                                   keras.callbacks.TensorBoard(run.logs)])
+            model.fit(_epochs(model, data["train"], batch_size, seed, done, epochs, compiled),
+                      initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
+                      verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
+                      callbacks=[_DevScore(model, score, data["dev"], record, run,
+                                           checkpoints, patience, metric, seed),
+                                 keras.callbacks.TensorBoard(run.logs)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
@@ -218,27 +216,26 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         if "test" in data:  # the last epoch's weights are its checkpoint's
             model.load_weights(checkpoints.path(len(record["epochs"])))
             results["test_last_epoch"] = score(data["test"])
-        best_file, model_file = (os.path.join(output, name) for name in ("best.weights.h5",
-                                                                          "model.keras"))
-        if not os.path.exists(best_file) and not os.path.exists(model_file):
-            raise ValueError(f"{output} has ended, and its model.keras, the one copy of its "
-                             "best epoch's weights, is gone (moved?): put it back, or "
-                             "fine-tune again into another directory.")
-        with without_optimizer(model):  # the best weights: best.weights.h5, or a finished
-            model.load_weights(best_file if os.path.exists(best_file) else model_file)  # run's
+        best_file = os.path.join(output, "best.weights.h5")
+        if not os.path.exists(best_file) and _ended_model(output) is None:
+            raise ValueError(f"{output} has ended, and its task preset (task.json, "
+                             "task.weights.h5, model.weights.h5), the one copy of its best "
+                             "epoch's weights, is gone (moved?): put it back, or fine-tune "
+                             "again into another directory.")
+        with without_optimizer(model):  # the best weights: best.weights.h5, or an ended run's
+            if os.path.exists(best_file):
+                model.load_weights(best_file)
+            else:
+                _load_ended_weights(model, output)
         if "test" in data:
             results["test"] = score(data["test"])
-
-        def write_model(tmp):
-            with open(tmp, "wb") as f, without_optimizer(model):
-                save_model_to_file(model, f)
-
-        write_atomically(model_file, write_model)
+        model.save_to_preset(output)
         if "dev_mismatched" in data:
             results["dev_mismatched"] = score(data["dev_mismatched"])
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
-        with contextlib.suppress(FileNotFoundError):  # model.keras holds its weights now
-            os.remove(best_file)
+        for copy in (best_file, os.path.join(output, "model.keras")):  # an earlier version's
+            with contextlib.suppress(FileNotFoundError):  # the preset holds the weights now
+                os.remove(copy)
         return results
 
 
@@ -290,14 +287,29 @@ def predictions(model, lines, batch_size=64, source="input", scores=False):
 
 
 def load_task_model(path):
-    """The task model of a `finetune` output directory (its model.keras) or of a `.keras` file;
-    a file that is not a whole `.keras` archive (a truncated copy, a damaged disk) is a
-    ValueError that says so, with its name."""
+    """The task model of a `finetune` output directory (its task preset; `model.keras` in a
+    run of an earlier version), a task preset directory, or a `.keras` file; a damaged or
+    truncated file is a ValueError that says so, with its name."""
     path = os.fspath(path)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "task.json")):
+        for name in ("task.weights.h5", "model.weights.h5"):
+            file = os.path.join(path, name)
+            if not os.path.isfile(file):
+                raise FileNotFoundError(f"{path} is an incomplete task preset: it has task.json "
+                                        f"and no {name} (moved?); copy it again or run "
+                                        "finetune again.")
+            try:
+                with h5py.File(file, "r"):
+                    pass
+            except OSError as error:  # h5py's, on a truncated file
+                problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+                raise ValueError(f"{file} is damaged or truncated: not a whole HDF5 file "
+                                 f"({problem}); copy it again or run finetune again.") from None
+        return DownstreamTask.from_preset(path)
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     if not os.path.isfile(file):
-        raise FileNotFoundError(f"no fine-tuned model at {file} (finetune writes "
-                                "OUTPUT/model.keras when it ends).")
+        raise FileNotFoundError(f"no fine-tuned model at {path} (finetune writes a task preset "
+                                "there, task.json and its weights, when it ends).")
     try:
         with zipfile.ZipFile(file) as archive:
             damaged = archive.testzip()
@@ -307,6 +319,32 @@ def load_task_model(path):
         raise ValueError(f"{file} is damaged or truncated: not a whole .keras archive "
                          f"({damaged}); copy it again or run finetune again.")
     return keras.saving.load_model(file)
+
+
+def is_task_directory(path):
+    """Whether `path` is an ended `finetune` run (or a task preset): not a biLM's directory."""
+    return _ended_model(path) is not None and not os.path.isfile(
+        os.path.join(path, "options.json"))
+
+
+def _ended_model(output):
+    """Where an ended run keeps its best model: its task preset's `task.json`, or an earlier
+    version's `model.keras`; None while it has not ended."""
+    for name in ("task.json", "model.keras"):
+        if os.path.isfile(os.path.join(output, name)):
+            return os.path.join(output, name)
+    return None
+
+
+def _load_ended_weights(model, output):
+    """Loads an ended run's best weights (its preset's, or an earlier version's model.keras)
+    into `model`."""
+    ended = _ended_model(output)
+    if ended.endswith("model.keras"):
+        model.load_weights(ended)
+        return
+    model.load_task_weights(os.path.join(output, "task.weights.h5"))
+    model.backbone.load_weights(os.path.join(output, "model.weights.h5"))
 
 
 def _model_class(task):
@@ -394,23 +432,23 @@ def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_
 
 
 def _epochs(model, examples, batch_size, seed, first, last, compiled=False):
-    """The batches of epochs `first..last-1`: each epoch's order depends only on the seed and
-    the epoch, so a resumed run sees what an uninterrupted one does. `compiled`: the numeric
-    part's batches (the preprocessor's features, padded to buckets: `_bucketed`)."""
+    """The batches of epochs `first..last-1`, as the model's features (its preprocessor's):
+    each epoch's order depends only on the seed and the epoch, so a resumed run sees what an
+    uninterrupted one does. `compiled`: the features padded to buckets (`_bucketed`)."""
     texts, labels = examples
     x, y = model.inputs_for(texts), model.targets(labels)
     n = len(labels)
 
+    def features(x, y):
+        x, y = model.preprocessor(x), _dense(y)
+        return _bucketed((x, y)) if compiled else (x, y)
+
     def epoch(e):
         order = tf.argsort(tf.random.stateless_uniform([n], seed=tf.stack([seed, e])))
         batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
-        batches = batches.map(lambda i: (tf.nest.map_structure(lambda v: tf.gather(v, i), x),
-                                         _dense(tf.gather(y, i))))
-        if compiled:
-            preprocessor = model.split()[0]
-            batches = batches.map(lambda x, y: _bucketed((preprocessor(x), y)),
-                                  num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        return batches
+        return batches.map(lambda i: features(tf.nest.map_structure(lambda v: tf.gather(v, i), x),
+                                              tf.gather(y, i)),
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     return tf.data.Dataset.range(first, last).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 
@@ -440,12 +478,11 @@ def _bucketed(tensors):
 def _logits(model, texts, batch_size, compiled=False):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
     have different widths; compiled, a bucket's: rows longer than their text)."""
-    preprocessor = model.split()[0] if compiled else None
     run = _scorer(model, compiled)
     rows = []
     for start in range(0, len(texts), batch_size):
-        x = model.inputs_for(texts[start:start + batch_size])
-        rows.extend(np.asarray(run(_bucketed(preprocessor(x)) if compiled else x)))
+        x = model.preprocessor(model.inputs_for(texts[start:start + batch_size]))
+        rows.extend(np.asarray(run(_bucketed(x) if compiled else x)))
     return rows
 
 
@@ -453,13 +490,12 @@ _SCORERS = weakref.WeakKeyDictionary()
 
 
 def _scorer(model, compiled):
-    """The model's inference on one batch, traced once (shapes relaxed; compiled: its numeric
-    part under XLA, once per bucket), run where it is called: under a strategy Keras's
+    """The model's inference on one batch of features, traced once (shapes relaxed; compiled:
+    under XLA, once per bucket), run where it is called: under a strategy Keras's
     `predict_on_batch` would give every replica the whole batch."""
     functions = _SCORERS.setdefault(model, {})
     if compiled not in functions:
-        target = model.split()[1] if compiled else model
-        functions[compiled] = tf.function(lambda x: target(x, training=False),
+        functions[compiled] = tf.function(lambda x: model(x, training=False),
                                           jit_compile=compiled, reduce_retracing=not compiled)
     return functions[compiled]
 
@@ -481,8 +517,7 @@ def _stopped(record, patience):
 class _DevScore(keras.callbacks.Callback):
     """After every epoch: scores the dev set with the task's metrics (`score`), keeps the best
     weights, checkpoints the task model and optimizer, records the epoch, and stops after
-    `patience` epochs without a better main score. `task`: the task model (`fit` may run its
-    numeric part, which shares its variables)."""
+    `patience` epochs without a better main score. `task`: the task model."""
 
     def __init__(self, task, score, dev, record, run, checkpoints, patience, metric, seed):
         super().__init__()

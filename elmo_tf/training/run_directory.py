@@ -17,7 +17,9 @@ run; the pre-training files too:
     language_model.weights.h5    pre-training: the whole pre-training task (softmax included)
     corpus/                      pre-training: the built-in corpus, when the run trains on it
     logs/                        TensorBoard
-    best.weights.h5, model.keras, dev_metrics.json   fine-tuning (`elmo_tf.training.finetuning`)
+    best.weights.h5, task.json,  fine-tuning (`elmo_tf.training.finetuning`): the best epoch's
+    task.weights.h5, config.json weights until the run ends, then the task preset (the
+    (...), dev_metrics.json      backbone's files, preprocessor.json, tokenizer.json)
 """
 
 import contextlib

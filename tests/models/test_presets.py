@@ -1,7 +1,8 @@
 """KerasHub presets: a backbone written by `save_to_preset`, `elmo-tf init` or `train` is read by
 KerasHub's own loader (`keras_hub.models.Backbone.from_preset`) in a fresh process with the same
 outputs; `from_preset` also reads the family's files alone (runs of earlier versions, AllenNLP's
-released files); a preset name, which has no weights, needs `load_weights=False`."""
+released files); a preset name, which has no weights, needs `load_weights=False`; the task
+models save to and load from task presets, KerasHub's `TextClassifier.from_preset` included."""
 
 import json
 import os
@@ -228,3 +229,80 @@ def test_importing_elmo_tf_leaves_tensorflow_unstarted():
                           cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "2"
+
+
+TASKS_LOAD = """
+import json, sys
+import keras_hub, tensorflow as tf
+import elmo_tf  # registers the classes
+from elmo_tf.models.downstream import DownstreamTask
+out = {}
+for name, inputs in json.loads(sys.argv[1]).items():
+    preset = sys.argv[2] + "/" + name
+    load = keras_hub.models.TextClassifier.from_preset if name.startswith("classifier") \\
+        else DownstreamTask.from_preset
+    model = load(preset)
+    x = {k: tf.constant(v) for k, v in inputs.items()} if isinstance(inputs, dict) \\
+        else tf.constant(inputs)
+    out[name] = [type(model).__name__, type(model.backbone).__name__,
+                 model.predict(x, verbose=0).tolist()]
+print("OUT" + json.dumps(out))
+"""
+
+
+def test_task_presets_load_in_a_fresh_process_through_keras_hub(tmp_path):
+    """Each task on each family: `save_to_preset`, then in a new process KerasHub's
+    `TextClassifier.from_preset` (a classifier: KerasHub finds our class by the preset's
+    backbone) or `DownstreamTask.from_preset`, the same predictions on raw text; a backbone's
+    preset alone makes no task, with a message that says how to build one."""
+    from elmo_tf import ElmoEmbedding
+    from elmo_tf.models.downstream import (
+        DownstreamTask,
+        SentencePairClassifier,
+        SequenceTagger,
+        TextClassifier,
+    )
+
+    backbones = {"elmo": ElmoBackbone.from_architecture("tiny"),
+                 "masked": MaskedElmoBackbone.from_architecture("tiny_masked")}
+    inputs = {"classifier": ["a good film", "bad"], "tagger": ["a b c", "d"],
+              "pair": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]}}
+    expected, requests = {}, {}
+    for family, backbone in backbones.items():
+        embedding = ElmoEmbedding(backbone)
+        models = {"classifier": TextClassifier(embedding, labels=["neg", "pos"],
+                                               encoder_units=4, word_embedding_dim=3),
+                  "pair": SentencePairClassifier(embedding, labels=None, encoder_units=4,
+                                                 hidden_dim=4),
+                  "tagger": SequenceTagger(embedding, tags=["O", "X"], encoder_units=4)}
+        for task, model in models.items():
+            x = inputs[task]
+            x = {k: tf.constant(v) for k, v in x.items()} if isinstance(x, dict) \
+                else tf.constant(x)
+            name = f"{task}-{family}"
+            model.save_to_preset(tmp_path / name)
+            expected[name] = [type(model).__name__, type(backbone).__name__,
+                              model.predict(x, verbose=0)]
+            requests[name] = inputs[task]
+    done = subprocess.run([sys.executable, "-c", TASKS_LOAD, json.dumps(requests),
+                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.split("OUT", 1)[1])
+    for name, (cls, backbone, values) in expected.items():
+        assert got[name][:2] == [cls, backbone], name
+        np.testing.assert_allclose(got[name][2], values, rtol=1e-5, atol=1e-6, err_msg=name)
+    assert not any(name.endswith(".staging") for name in os.listdir(tmp_path / "pair-elmo"))
+    # KerasHub's way to a new classifier of a biLM: its preset and num_classes.
+    backbones["elmo"].save_to_preset(tmp_path / "bilm")
+    fresh = keras_hub.models.TextClassifier.from_preset(str(tmp_path / "bilm"), num_classes=3)
+    assert type(fresh) is TextClassifier and fresh.labels == ["0", "1", "2"]
+    np.testing.assert_array_equal(_layers(fresh.backbone), _layers(backbones["elmo"]))
+    assert not fresh.embedding.fine_tune  # a frozen biLM, as finetune's default
+    with pytest.raises(ValueError, match="needs the backbone and num_classes"):
+        keras_hub.models.TextClassifier.from_preset(str(tmp_path / "bilm"))
+    with pytest.raises(FileNotFoundError, match="holds no task preset"):
+        DownstreamTask.from_preset(tmp_path / "bilm")
+    with pytest.raises(ValueError, match="holds a 'elmo_tf>SequenceTagger', not a "
+                                         "TextClassifier"):
+        TextClassifier.from_preset(tmp_path / "tagger-elmo")

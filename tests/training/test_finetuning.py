@@ -4,14 +4,14 @@ model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming
 import json
 import os
 import warnings
-import zipfile
 
 import h5py
-import keras
+import keras_hub
 import numpy as np
 import pytest
 
 from elmo_tf import cli
+from elmo_tf.training.finetuning import load_task_model, predict
 from tests.conftest import keras_sees_a_gpu
 from tests.training import h5_values
 
@@ -39,14 +39,10 @@ def _predict(capsys, output, lines, tmp_path, *flags):
     return capsys.readouterr().out.splitlines()
 
 
-def _keras_weights(path):
-    """{dataset path: array} of the weights in a `.keras` archive."""
-    values = {}
-    with zipfile.ZipFile(path) as archive, archive.open("model.weights.h5") as weights, \
-            h5py.File(weights, "r") as f:
-        f.visititems(lambda name, item: values.__setitem__(name, item[()])
-                     if isinstance(item, h5py.Dataset) else None)
-    return values
+def _preset_weights(path):
+    """{file/dataset path: array} of the weights in a task preset directory."""
+    return {f"{name}/{key}": value for name in ("task.weights.h5", "model.weights.h5")
+            for key, value in h5_values(path / name).items()}
 
 
 def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
@@ -80,8 +76,8 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     for key, value in whole_weights.items():
         np.testing.assert_allclose(parts[key], value, atol=1e-6, err_msg=key)
     # Its best epoch's model too, though the first part ended (its best weights then in its
-    # model.keras alone) before the second went on.
-    best = {run: _keras_weights(tmp_path / run / "model.keras") for run in ("parts", "whole")}
+    # task preset alone) before the second went on.
+    best = {run: _preset_weights(tmp_path / run) for run in ("parts", "whole")}
     assert best["parts"].keys() == best["whole"].keys()
     for key, value in best["whole"].items():
         np.testing.assert_allclose(best["parts"][key], value, atol=1e-6, err_msg=key)
@@ -128,10 +124,8 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     assert results["best_epoch"] == best + 1 and results["dev"]["accuracy"] == history[best]
     assert results["dev_last_epoch"]["accuracy"] == history[-1]
     assert "test" not in record["settings"]["data"]  # scored, not a setting of the run
-    # The test scores: the best dev epoch's model (model.keras) and the last epoch's weights
+    # The test scores: the best dev epoch's model (its preset) and the last epoch's weights
     # (its checkpoint), each predicting the test file here.
-    from elmo_tf.training.finetuning import load_task_model, predict
-
     gold = ["pos", "neg", "pos", "neg"]
     texts = ["good good", "bad bad", "fine and good", "dull"]
     model = load_task_model(tmp_path / "run")
@@ -141,20 +135,25 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     expected_last = np.mean([p == g for p, g in zip(predict(model, texts), gold)])
     assert results["test_last_epoch"]["accuracy"] == pytest.approx(expected_last)
     assert f"test (best dev epoch): accuracy {expected:.4f}" in out
-    # Ended, the run keeps one copy of the best weights, without optimizer state (model.keras,
-    # which loads uncompiled and without warnings), and the last checkpoint (which has it).
+    # Ended, the run keeps one copy of the best weights, without optimizer state (a KerasHub
+    # task preset, which loads uncompiled and without warnings), and the last checkpoint
+    # (which has it).
     names = os.listdir(tmp_path / "run")
-    assert "model.keras" in names and "best.weights.h5" not in names
-    with zipfile.ZipFile(tmp_path / "run" / "model.keras") as archive:
-        with archive.open("model.weights.h5") as weights, h5py.File(weights, "r") as f:
-            assert "optimizer" not in f and "layers" in f
+    assert {"task.json", "task.weights.h5", "config.json", "model.weights.h5",
+            "preprocessor.json", "tokenizer.json"} <= set(names)
+    assert "model.keras" not in names and "best.weights.h5" not in names
+    for name in ("task.weights.h5", "model.weights.h5"):
+        with h5py.File(tmp_path / "run" / name, "r") as f:
+            assert "optimizer" not in f and "layers" in f, name
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert not keras.saving.load_model(tmp_path / "run" / "model.keras").compiled
+        loaded = keras_hub.models.TextClassifier.from_preset(str(tmp_path / "run"))
+    assert not loaded.compiled and loaded.labels == ["neg", "pos"]
+    assert predict(loaded, texts) == predict(load_task_model(tmp_path / "run"), texts)
     assert not [w for w in caught if "optimizer" in str(w.message)]
     checkpoint = tmp_path / "run" / "checkpoints" / f"epoch-{len(history):03d}.weights.h5"
     assert any(name.startswith("optimizer/") for name in h5_values(checkpoint))
-    # The same command again: the ended run's scores, from model.keras and the checkpoint.
+    # The same command again: the ended run's scores, from its preset and the checkpoint.
     _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
               "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
               "--epochs", "8", "--patience", "2")
@@ -249,7 +248,6 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
 
 
 def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
-    import keras
     import tensorflow as tf
 
     from elmo_tf.text import tokens_to_char_ids
@@ -268,7 +266,7 @@ def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
               "--scalar-mix-parameters", "1,-9e10,-9e10")
     record = json.loads((tmp_path / "layer0" / "run.json").read_text())
     assert len(record["epochs"]) == 2 and "word_embedding_dim" not in record["settings"]
-    model = keras.saving.load_model(tmp_path / "layer0" / "model.keras")
+    model = load_task_model(tmp_path / "layer0")
     assert "bag_of_words" not in [layer.name for layer in model.layers]
     embedding = model.embedding
     assert not embedding.scalar_mixes[0].trainable_weights
@@ -286,7 +284,7 @@ def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
 @pytest.mark.parametrize("task", ["classify", "tag", "pair"])
 def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, task,
                                                         monkeypatch):
-    """`--xla on` (the text read in the input pipeline, the numeric part compiled, features
+    """`--xla on` (the text read in the input pipeline, the model compiled, features
     padded to buckets) trains the same model as `--xla off`: the same dev scores every epoch
     and the same weights, up to float rounding; predict reads it. (Without dropout: XLA draws
     its random numbers with another algorithm.) Keras's LSTMs see a GPU: compiled, the head's
@@ -373,7 +371,7 @@ def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypa
     assert "training on 2 replicas, 2 rows each" in done.stderr
     _finetune(capsys, *common, "--xla", "off", "--output", str(tmp_path / "off"))
     # One replica, compiled, its row-sparse gradients summed dense as the replicas' are.
-    monkeypatch.setattr(downstream_task._NumericPart, "replica_gradients", lambda self, g, v: [
+    monkeypatch.setattr(downstream_task.DownstreamTask, "replica_gradients", lambda self, g, v: [
         tf.reshape(tf.convert_to_tensor(x), w.shape) if isinstance(x, tf.IndexedSlices) else x
         for x, w in zip(g, v)])
     _finetune(capsys, *common, "--xla", "on", "--output", str(tmp_path / "on"))

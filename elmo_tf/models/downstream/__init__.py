@@ -4,7 +4,8 @@ registered by the name `elmo-tf finetune --task` gives it (`task_class`)."""
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, task_class, task_names
 from elmo_tf.models.downstream.sentence_pair_classifier import SentencePairClassifier
 from elmo_tf.models.downstream.sequence_tagger import SequenceTagger
+from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.downstream.text_classifier import TextClassifier
 
-__all__ = ["DownstreamTask", "SentencePairClassifier", "SequenceTagger", "TextClassifier",
-           "task_class", "task_names"]
+__all__ = ["DownstreamTask", "SentencePairClassifier", "SequenceTagger", "TaskPreprocessor",
+           "TextClassifier", "task_class", "task_names"]

@@ -1,18 +1,23 @@
 """`DownstreamTask`: what the downstream task models share, and the registry of them by the
 name `elmo-tf finetune --task` gives them."""
 
-import types
+import os
 
 import keras
+import keras_hub
 import numpy as np
 import tensorflow as tf
 
 from elmo_tf.data.labelled_text import read_labelled_text
-from elmo_tf.keras_compat import FitWorkarounds
+from elmo_tf.keras_compat import AnyBackboneOf
 from elmo_tf.metrics import scores
-from elmo_tf.models.compiled_step import CompiledStep
+from elmo_tf.models.backbone import Backbone
+from elmo_tf.models.char_ids_tokenizer import CharIdsTokenizer
+from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.models.family import family_for_backbone
 from elmo_tf.models.task import Task
+from elmo_tf.text.tokenizers import CORE_TOKENIZERS
 
 _TASKS = {}
 
@@ -39,25 +44,37 @@ def task_class(name):
     return _TASKS[name]
 
 
-class DownstreamTask(Task, keras.Model):
+class DownstreamTask(Task):
     """Base of the downstream task models (`TextClassifier`, `SentencePairClassifier`,
-    `SequenceTagger`): functional models that read raw text, tokenize it in the graph
-    (`TextTokenizer`), turn the tokens into char ids (`TokensToCharIds`), embed them with an
-    `ElmoEmbedding` (a frozen biLM and a trainable scalar mix by default; the whole biLM with
-    the embedding's `fine_tune=True`) and run a head. The string ops come first and end in the
-    model's features, so the model splits in two (`split()`): a preprocessor (text -> features,
-    for the input pipeline) and a numeric part (features -> logits, compiled with XLA by
-    `finetune` on GPUs).
+    `SequenceTagger`): KerasHub tasks on ELMo representations. A mixin, first among a task's
+    bases, before its KerasHub class (`class MyTask(DownstreamTask, keras_hub.models.Task)`,
+    or `keras_hub.models.TextClassifier`): Keras rewrites the bases of a functional model's
+    classes once per path to `keras.Model`, so the KerasHub class must be reachable once. As
+    in KerasHub, a task is two parts:
+
+    * its `preprocessor` (`TaskPreprocessor`, a `keras_hub.models.Preprocessor`): raw text ->
+      features (int32 char ids of each text, a classifier's hashed word ids), the string ops,
+      run in the input pipeline: `fit`, `predict` and `evaluate` map it over text they are
+      given (features pass as they are);
+    * the model itself, a functional model from the features to logits: an `ElmoEmbedding` (a
+      frozen biLM and a trainable scalar mix by default; the whole biLM with the embedding's
+      `fine_tune=True`) and a head. Numbers only, so it compiles with XLA
+      (`compile(..., xla="on")`, under any strategy: `CompiledStep`). A feature's time axis
+      may be right-padded with 0 beyond its longest text: the logits of the real tokens, and
+      the loss, are the same.
+
+    Calling the model on text is KerasHub's error: `model(model.preprocessor(texts))`.
 
     The default heads follow the GLUE paper's ELMo baselines (Wang et al. 2018): a BiLSTM over
     the ELMo vectors (`encoder_units` per direction; Keras's LSTM, so cuDNN on a GPU), max-pooled
     over the real tokens for sentence tasks. Outputs are logits (float32 under any policy).
 
-    The class names (`labels`) are part of the model, so a loaded model predicts names.
+    The class names (`labels`) are part of the model, so a loaded model predicts names. A task
+    takes any elmo-tf backbone (`backbone_cls` matches every `Backbone` subclass), so that
+    KerasHub's `keras_hub.models.TextClassifier.from_preset(dir)` finds it for either family.
 
     A task owns everything `elmo-tf finetune`, `predict` and the task export do with it, so that
-    a new task is one file and a `register_task` (and, to train with XLA, its `features`):
-    its plain files (`read_examples`,
+    a new task is one file and a `register_task`: its plain files (`read_examples`,
     `prepare_labels`, `metrics_for`), its inputs (`input_names`, `inputs_for`, `parse_lines`),
     its targets and loss (`targets`, `task_loss`), and what its logits mean (`scores`,
     `decode`, and in the served graph `serving_outputs`, `serving_function`). The defaults here
@@ -68,68 +85,153 @@ class DownstreamTask(Task, keras.Model):
     ...                                       "whitespace", encoder_units=64, dropout=0.5)
     >>> model.decode(model.predict(model.inputs_for([("a fine film .",)]))[0], None)
     'positive'
+    >>> model(model.preprocessor(tf.constant(["a fine film ."]))).shape
+    TensorShape([1, 2])
     """
 
+    backbone_cls = AnyBackboneOf(Backbone)
     task_name = None  # the name finetune gives plain files of this task
     input_names = ("text",)  # the model's string inputs, `[batch]` each
     fixed_tokenizer = None  # the tokenizer its inputs need, whatever the biLM's corpus had
     # The constructor's own options that `elmo-tf finetune` sets, with their defaults there.
     finetune_options = {}
 
-    def __init__(self, *, embedding, labels, encoder_units, dropout, config, features=None,
-                 **kwargs):
-        super().__init__(**kwargs)
-        # === Config ===
+    def __init__(self, *, inputs, outputs, embedding, preprocessor, labels, encoder_units,
+                 dropout, config, **kwargs):
+        # === Config === (before Keras's init, which reads some of them)
         self.embedding = embedding
+        self.preprocessor = preprocessor
         self.labels = None if labels is None else [str(label) for label in labels]
         self.encoder_units = int(encoder_units)
         self.dropout = float(dropout)
         self._task_config = config
-        for name, tensor in (features or {}).items():  # the numeric part's inputs, by name
-            tensor.name = name
-        # The graph's split between string ops and numbers: `features` are the symbolic
-        # tensors the string ops end in (char ids, word ids); None for a task that does not
-        # say (it trains without XLA). Kept in a plain namespace: not tracked, not saved (the
-        # parts are rebuilt from the graph).
-        self._split = types.SimpleNamespace(features=features, preprocessor=None,
-                                            numeric=None)
+        # Uncompiled, as a Keras model is (KerasHub's tasks compile themselves): a loaded
+        # task has no optimizer to warn about; `compile()` with no argument gives KerasHub's
+        # defaults.
+        super().__init__(inputs=inputs, outputs=outputs, compile=False, **kwargs)
 
-    def split(self):
-        """`(preprocessor, numeric)`, the model's two parts (built once, sharing its layers and
-        weights; methods, not attributes, so that saving walks neither):
+    def save_to_preset(self, preset_dir, max_shard_size=10):
+        """Writes the task as a KerasHub preset (KerasHub's writer: `task.json` and
+        `task.weights.h5`, the head and the mix; the backbone's `config.json`,
+        `model.weights.h5` and `metadata.json`; `preprocessor.json` and `tokenizer.json`),
+        without optimizer state, each file whole or not at all (`Backbone.save_to_preset`):
+        `keras_hub.models.TextClassifier.from_preset(dir)` (a classifier) and
+        `DownstreamTask.from_preset(dir)` (any task) load it after `import elmo_tf`.
 
-        * `preprocessor`, a `keras.Model`: the model's raw inputs -> `{name: features}` (int32
-          char ids `[batch, time, 50]` of each text, and a classifier's hashed word ids
-          `[batch, time]`): the string ops, for a `tf.data` pipeline;
-        * `numeric`: the features -> logits, every layer after the string ops, so it compiles
-          with XLA (`compile(..., xla="on")`, under any strategy: `CompiledStep`). A feature's
-          time axis may be right-padded with 0 beyond its longest text: the logits of the real
-          tokens, and the loss, are the same.
-
-        `model(x)` is `numeric(preprocessor(x))`.
+        Args:
+            preset_dir: the directory (created if need be; other files in it are kept).
+            max_shard_size: as KerasHub's: weights over this many GB are sharded.
 
         Example:
-        >>> preprocessor, numeric = model.split()
-        >>> numeric(preprocessor(tf.constant(["a fine film ."]))).shape
-        TensorShape([1, 2])
+        >>> classifier.save_to_preset("sentiment")
+        >>> keras_hub.models.TextClassifier.from_preset("sentiment").predict(texts)
         """
-        if self._split.features is None:
-            raise ValueError(f"{type(self).__name__} does not say where its string ops end: "
-                             "pass its features (`{name: symbolic tensor}`, the char ids its "
-                             "embedding reads) to DownstreamTask.__init__ to train it with XLA "
-                             "(finetune --xla off trains it without).")
-        if self._split.numeric is None:
-            features = self._split.features
-            self._split.preprocessor = keras.Model(self.input, features,
-                                                   name=f"{self.name}_preprocessor")
-            self._split.numeric = _NumericPart(inputs=features, outputs=self.output,
-                                               name=f"{self.name}_numeric")
-        return self._split.preprocessor, self._split.numeric
+        from elmo_tf.files import variables_bytes, write_files_atomically
+        from elmo_tf.keras_compat import without_optimizer
+
+        def write(staging):
+            with without_optimizer(self):
+                keras_hub.models.Task.save_to_preset(self, staging, max_shard_size)
+
+        write_files_atomically(preset_dir, write, last="task.json",
+                               needed_bytes=2 * variables_bytes(self.weights) + 2**20)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """The task of a preset that `save_to_preset` (or `elmo-tf finetune`) wrote, whatever
+        its class (KerasHub's loader on the class `task.json` names, which must be `cls` or a
+        subclass of it); `load_weights=False` leaves its weights fresh.
+
+        Example:
+        >>> model = DownstreamTask.from_preset("runs/sst2")   # a TextClassifier
+        """
+        from elmo_tf.files import read_json
+
+        preset = os.fspath(preset)
+        config_file = os.path.join(preset, "task.json")
+        if not os.path.isfile(config_file):
+            raise FileNotFoundError(f"{preset} holds no task preset (no task.json): "
+                                    "save_to_preset, or elmo-tf finetune once it has ended, "
+                                    "writes one.")
+        name = read_json(config_file).get("registered_name")
+        task = keras.saving.get_registered_object(name)
+        if not (isinstance(task, type) and issubclass(task, cls)):
+            raise ValueError(f"{preset}'s task.json holds a {name!r}, not a {cls.__name__} "
+                             "(import the package that registers it?).")
+        return keras_hub.models.Task.from_preset.__func__(task, preset,
+                                                           load_weights=load_weights, **kwargs)
+
+    @staticmethod
+    def preprocessor_for(embedding, tokenizer, input_names, word_ids=False):
+        """The `TaskPreprocessor` of a task on `embedding`: its backbone family's tokenizer
+        (`CharIdsTokenizer` for a backbone of no registered family, or of one without its own;
+        `tokenizer`: `"whitespace"`, `"wordpunct"`, ...) with the backbone's characters per
+        token."""
+        if tokenizer not in CORE_TOKENIZERS:
+            raise ValueError(f"a task model's tokenizer must be one of {list(CORE_TOKENIZERS)} "
+                             "(core TensorFlow ops, so that its SavedModel serves raw text); "
+                             f"got {tokenizer!r}.")
+        try:
+            tokenizer_class = family_for_backbone(embedding.backbone).tokenizer_class
+        except ValueError:  # any backbone that keeps the contract: the generic tokenizer
+            tokenizer_class = None
+        tokenizer_class = tokenizer_class or CharIdsTokenizer
+        return TaskPreprocessor(
+            tokenizer_class(tokenizer, embedding.backbone.max_characters_per_token),
+            input_names=input_names, word_ids=word_ids, name="preprocessor")
 
     @property
     def backbone(self):
         """The biLM the task's embedding mixes."""
         return self.embedding.backbone
+
+    @property
+    def _backbone(self):  # KerasHub's Task reads it
+        return self.embedding.backbone
+
+    def compile(self, optimizer="auto", loss="auto", *, metrics=None, **kwargs):
+        """Keras's `compile` (and `xla`: `CompiledStep.compile`), with KerasHub's defaults:
+        `"auto"` is Adam at 1e-3 (`finetune`'s default) and the task's loss (`task_loss`).
+
+        Example:
+        >>> model.compile(xla="on")   # Adam, the task's loss, each replica's step compiled
+        """
+        optimizer = keras.optimizers.Adam(1e-3) if optimizer == "auto" else optimizer
+        loss = self.task_loss() if loss == "auto" else loss
+        super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def preprocess_samples(self, x, y=None, sample_weight=None):
+        """KerasHub's hook in `fit`, `predict`, `evaluate`: text goes through the
+        preprocessor, features (no strings) pass as they are."""
+        if any(getattr(t, "dtype", None) == tf.string for t in tf.nest.flatten(x)):
+            return super().preprocess_samples(x, y, sample_weight)
+        return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
+
+    def replica_gradients(self, gradients, variables):
+        # Compiled under a strategy (`CompiledStep`), the replicas' shares of a batch differ in
+        # tokens (and rows, in a last smaller batch), so a word table's row-sparse gradients
+        # differ in rows, and compiled their shapes are static: the all-gather of sparse
+        # gradients across replicas needs them equal. Summed dense instead (Keras's Adam
+        # moves every row anyway).
+        if tf.distribute.get_strategy().num_replicas_in_sync == 1:
+            return gradients
+        return [tf.reshape(tf.convert_to_tensor(g), v.shape)
+                if isinstance(g, tf.IndexedSlices) else g for g, v in zip(gradients, variables)]
+
+    @staticmethod
+    def from_backbone_arguments(embedding, labels, backbone, num_classes):
+        """`(embedding, labels)` from KerasHub's arguments for a classifier of a backbone
+        (`from_preset(biLM preset, num_classes=N)`): the backbone's `ElmoEmbedding` and the
+        class names "0" .. "N-1"."""
+        if embedding is not None or labels is not None:
+            raise ValueError("give embedding and labels, or backbone and num_classes "
+                             "(KerasHub's), not both.")
+        if backbone is None or isinstance(num_classes, bool) or not isinstance(
+                num_classes, int) or num_classes < 2:
+            raise ValueError("a classifier of a backbone (KerasHub's from_preset of a biLM's "
+                             "preset) needs the backbone and num_classes, an integer >= 2; got "
+                             f"num_classes={num_classes!r}.")
+        return ElmoEmbedding(backbone), [str(k) for k in range(num_classes)]
 
     @staticmethod
     def check_arguments(embedding, labels, encoder_units, dropout, regression_allowed=False):
@@ -267,7 +369,8 @@ class DownstreamTask(Task, keras.Model):
             texts = [tf.ensure_shape(t, [None], name=name)
                      for t, name in zip(texts, self.input_names)]
             inputs = texts[0] if len(texts) == 1 else dict(zip(self.input_names, texts))
-            return self.serving_outputs(texts[0], self(inputs, training=False))
+            return self.serving_outputs(texts[0], self(self.preprocessor(inputs),
+                                                      training=False))
 
         return serve
 
@@ -283,21 +386,6 @@ class DownstreamTask(Task, keras.Model):
         config = dict(config)
         config["embedding"] = keras.saving.deserialize_keras_object(config["embedding"])
         return cls(**config)
-
-
-class _NumericPart(FitWorkarounds, CompiledStep, keras.Model):
-    """A task model's numeric part (`DownstreamTask.split`): a functional model on the
-    layers after the string ops, trained with XLA per replica as every task is."""
-
-    def replica_gradients(self, gradients, variables):
-        # The replicas' shares of a batch differ in tokens (and rows, in a last smaller
-        # batch), so a word table's row-sparse gradients differ in rows, and compiled their
-        # shapes are static: the all-gather of sparse gradients across replicas needs them
-        # equal. Summed dense instead (Keras's Adam moves every row anyway).
-        if tf.distribute.get_strategy().num_replicas_in_sync == 1:
-            return gradients
-        return [tf.reshape(tf.convert_to_tensor(g), v.shape)
-                if isinstance(g, tf.IndexedSlices) else g for g, v in zip(gradients, variables)]
 
 
 def _softmax(logits):

@@ -2,25 +2,26 @@
 representations."""
 
 import keras
+import keras_hub
 
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
-from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
 @register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class SentencePairClassifier(DownstreamTask):
+class SentencePairClassifier(DownstreamTask, keras_hub.models.Task):
     """Classifies sentence pairs (GLUE's MRPC, QQP, MNLI, QNLI, RTE, WNLI), or scores them
-    (STS-B, with `labels=None`).
+    (STS-B, with `labels=None`); a `keras_hub.models.Task` (KerasHub's `TextClassifier`
+    loader finds one class per backbone: the one-sentence `TextClassifier`).
 
     Both sentences go through the same tokenizer, `ElmoEmbedding`, BiLSTM and max pooling
     (`u`, `v`); `[u; v; |u - v|; u * v]` then goes through a `hidden_dim` tanh layer (dropout
     before and after) to `len(labels)` logits (one score for a regressor): the GLUE paper's
     pair baseline without its attention.
 
-    Inputs: `{"text_a": strings [batch], "text_b": strings [batch]}`.
+    Texts: `{"text_a": strings [batch], "text_b": strings [batch]}`, which the preprocessor
+    turns into the model's inputs `{"text_a_char_ids": ..., "text_b_char_ids": ...}`.
 
     Args:
         embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
@@ -32,9 +33,9 @@ class SentencePairClassifier(DownstreamTask):
 
     Example:
     >>> model = SentencePairClassifier(embedding, labels=["not_entailment", "entailment"])
-    >>> model({"text_a": tf.constant(["A man sleeps ."]),
-    ...        "text_b": tf.constant(["A person rests ."])}).shape
-    TensorShape([1, 2])
+    >>> model.predict({"text_a": tf.constant(["A man sleeps ."]),
+    ...                "text_b": tf.constant(["A person rests ."])}).shape
+    (1, 2)
     """
 
     task_name = "pair"  # plain files: label<TAB>text_a<TAB>text_b
@@ -47,9 +48,7 @@ class SentencePairClassifier(DownstreamTask):
         if not isinstance(hidden_dim, int) or hidden_dim < 1:
             raise ValueError(f"hidden_dim must be a positive integer; got {hidden_dim!r}.")
         # === Layers ===
-        tokenize = TextTokenizer(tokenizer, name="tokenizer")
-        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
-                                   name="char_ids")
+        preprocessor = self.preprocessor_for(embedding, tokenizer, self.input_names)
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
         match_dropout = keras.layers.Dropout(dropout, name="match_dropout")
@@ -58,19 +57,15 @@ class SentencePairClassifier(DownstreamTask):
         head = keras.layers.Dense(outputs, dtype="float32", name="logits")
 
         # === Functional Model ===
-        inputs = {name: keras.Input(shape=(), dtype="string", name=name)
-                  for name in self.input_names}
-        # the string ops end here: each text's char ids
-        features = {f"{name}_char_ids": char_ids(tokenize(inputs[name]))
-                    for name in self.input_names}
+        features = preprocessor.feature_inputs()  # each text's char ids
         u, v = (pool(encoder(embedding(features[f"{name}_char_ids"])))
                 for name in self.input_names)
         matched = keras.layers.Concatenate(name="matching")(
             [u, v, keras.ops.abs(u - v), u * v])
         logits = head(hidden_dropout(hidden(match_dropout(matched))))
-        super().__init__(inputs=inputs, outputs=logits, embedding=embedding, labels=labels,
+        super().__init__(inputs=features, outputs=logits, embedding=embedding,
+                         preprocessor=preprocessor, labels=labels,
                          encoder_units=encoder_units, dropout=dropout,
-                         config={"tokenizer": tokenizer, "hidden_dim": hidden_dim},
-                         features=features, **kwargs)
+                         config={"tokenizer": tokenizer, "hidden_dim": hidden_dim}, **kwargs)
         self.tokenizer = tokenizer
         self.hidden_dim = hidden_dim

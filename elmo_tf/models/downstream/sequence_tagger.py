@@ -1,11 +1,10 @@
 """`SequenceTagger`: tokens -> one tag per token, on ELMo representations."""
 
 import keras
+import keras_hub
 import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
-from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
@@ -17,12 +16,13 @@ from elmo_tf.models.downstream.downstream_task import (
 
 @register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class SequenceTagger(DownstreamTask):
-    """Tags every token (part of speech, chunks, named entities in BIO tags).
+class SequenceTagger(DownstreamTask, keras_hub.models.Task):
+    """Tags every token (part of speech, chunks, named entities in BIO tags); a
+    `keras_hub.models.Task`.
 
     Sentences come as whitespace-separated tokens (one string per sentence: a CoNLL
-    sentence's tokens joined with spaces), so that tags line up with tokens. The tokens are
-    embedded (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), dropped
+    sentence's tokens joined with spaces), so that tags line up with tokens. The preprocessor
+    turns them into char ids; the model embeds them (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), dropped
     out and projected to `len(tags)` logits per token: `[batch, time]` logits with a Keras
     mask, so that Keras leaves padding out of the loss and the metrics.
 
@@ -34,8 +34,8 @@ class SequenceTagger(DownstreamTask):
 
     Example:
     >>> model = SequenceTagger(embedding, tags=["O", "B-PER", "I-PER"])
-    >>> model(tf.constant(["Peter Blackburn spoke"])).shape   # [batch, time, tags]
-    TensorShape([1, 3, 3])
+    >>> model.predict(tf.constant(["Peter Blackburn spoke"])).shape   # [batch, time, tags]
+    (1, 3, 3)
     """
 
     task_name = "tag"  # plain files: CoNLL
@@ -45,20 +45,18 @@ class SequenceTagger(DownstreamTask):
     def __init__(self, embedding, tags, encoder_units=512, dropout=0.0, **kwargs):
         self.check_arguments(embedding, tags, encoder_units, dropout)
         # === Layers ===
-        tokenize = TextTokenizer("whitespace", name="tokenizer")
-        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
-                                   name="char_ids")
+        preprocessor = self.preprocessor_for(embedding, self.fixed_tokenizer,
+                                             self.input_names)
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         drop = keras.layers.Dropout(dropout, name="dropout")
         head = keras.layers.Dense(len(tags), dtype="float32", name="logits")
 
         # === Functional Model ===
-        text = keras.Input(shape=(), dtype="string", name=self.input_names[0])
-        features = {"char_ids": char_ids(tokenize(text))}  # the string ops end here
+        features = preprocessor.feature_inputs()
         logits = head(drop(encoder(embedding(features["char_ids"]))))
-        super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=tags,
-                         encoder_units=encoder_units, dropout=dropout, config={},
-                         features=features, **kwargs)
+        super().__init__(inputs=features, outputs=logits, embedding=embedding,
+                         preprocessor=preprocessor, labels=tags,
+                         encoder_units=encoder_units, dropout=dropout, config={}, **kwargs)
 
     @property
     def tags(self):
@@ -118,7 +116,7 @@ class SequenceTagger(DownstreamTask):
 
     def serving_outputs(self, texts, logits):
         """`logits` and `tags` strings `[batch, time]` (`""` past each sentence's tokens)."""
-        real = tf.not_equal(self.get_layer("tokenizer")(texts), "")
+        real = tf.not_equal(self.preprocessor.tokens(texts), "")
         return {"logits": logits, "tags": tf.where(
             real, tf.gather(tf.constant(self.tags), tf.argmax(logits, -1)), "")}
 

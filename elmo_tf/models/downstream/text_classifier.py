@@ -1,27 +1,26 @@
 """`TextClassifier`: a sentence -> class (or score) model on ELMo representations."""
 
 import keras
+import keras_hub
 
 from elmo_tf.checks import check_non_negative_int
 from elmo_tf.layers.bag_of_words import BagOfWords
-from elmo_tf.layers.hashed_words import HashedWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
-from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
 @register_task
 @keras.saving.register_keras_serializable(package="elmo_tf")
-class TextClassifier(DownstreamTask):
+class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
     """Classifies sentences (GLUE's CoLA, SST-2; sentiment, topics), or scores them (a
-    regressor, with `labels=None`).
+    regressor, with `labels=None`); a `keras_hub.models.TextClassifier`.
 
-    Raw sentences `[batch]` are tokenized in the graph (`TextTokenizer`), turned into char
-    ids, embedded (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), max-pooled over
-    the real tokens, dropped out and projected to `len(labels)` logits (one score for a
-    regressor), the GLUE paper's single-sentence ELMo baseline. With `word_embedding_dim`, the
-    mean of word embeddings trained on the task alone (`BagOfWords` of `HashedWords`) is
+    Raw sentences `[batch]` are tokenized and turned into char ids by the preprocessor
+    (`TaskPreprocessor`, in the input pipeline); the model embeds them (`ElmoEmbedding`), runs
+    a BiLSTM (`encoder_units` per direction), max-pools over the real tokens, drops out and
+    projects to `len(labels)` logits (one score for a regressor), the GLUE paper's
+    single-sentence ELMo baseline. With `word_embedding_dim`, the mean of word embeddings
+    trained on the task alone (`BagOfWords` of the preprocessor's hashed word ids) is
     concatenated with the pooled vector before the dropout: ELMo beside context-free word
     features, as the ELMo paper's task models use it (what it is worth on small labelled
     sets: `docs/benchmarks.md`, "Fine-tuning defaults").
@@ -35,47 +34,53 @@ class TextClassifier(DownstreamTask):
         dropout: on the pooled sentence vector, in training.
         word_embedding_dim: the size of the bag of task-trained word embeddings; 0 (the
             default) leaves it out: ELMo's representations alone.
+        backbone, num_classes: KerasHub's way to make a classifier of a biLM's preset,
+            `keras_hub.models.TextClassifier.from_preset(dir, num_classes=2)`: in place of
+            `embedding` and `labels`, the backbone (its `ElmoEmbedding` made here: a frozen
+            biLM, a trained mix) and the number of classes (named "0", "1", ...).
 
     Example:
     >>> embedding = ElmoEmbedding.from_allennlp("options.json", "weights.hdf5")
     >>> model = TextClassifier(embedding, labels=["negative", "positive"])
-    >>> model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(
-    ...     from_logits=True), metrics=["accuracy"])
+    >>> model.compile()   # Adam at 1e-3, the cross-entropy of the logits
     >>> model.fit(tf.constant(["a fine film .", "dull ."]), tf.constant([1, 0]), epochs=3)
+    >>> model.predict(tf.constant(["a charming film ."])).argmax(-1)
+    array([1])
+    >>> model.save_to_preset("sentiment")   # keras_hub.models.TextClassifier.from_preset
     """
 
     task_name = "classify"  # plain files: label<TAB>text
     input_names = ("text",)
     finetune_options = {"word_embedding_dim": 64}  # measured: docs/benchmarks.md
 
-    def __init__(self, embedding, labels=None, tokenizer="whitespace", encoder_units=512,
-                 dropout=0.0, word_embedding_dim=0, **kwargs):
+    def __init__(self, embedding=None, labels=None, tokenizer="whitespace", encoder_units=512,
+                 dropout=0.0, word_embedding_dim=0, *, backbone=None, num_classes=None,
+                 **kwargs):
+        if backbone is not None or num_classes is not None:
+            embedding, labels = self.from_backbone_arguments(embedding, labels, backbone,
+                                                             num_classes)
         outputs = self.check_arguments(embedding, labels, encoder_units, dropout,
                                        regression_allowed=True)
+        check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
         # === Layers ===
-        tokenize = TextTokenizer(tokenizer, name="tokenizer")
-        char_ids = TokensToCharIds(embedding.backbone.max_characters_per_token,
-                                   name="char_ids")
+        preprocessor = self.preprocessor_for(embedding, tokenizer, self.input_names,
+                                             word_ids=bool(word_embedding_dim))
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
         drop = keras.layers.Dropout(dropout, name="dropout")
         head = keras.layers.Dense(outputs, dtype="float32", name="logits")
-        check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
 
         # === Functional Model ===
-        text = keras.Input(shape=(), dtype="string", name="text")
-        tokens = tokenize(text)
-        features = {"char_ids": char_ids(tokens)}  # the string ops end here
+        features = preprocessor.feature_inputs()
         sentence = pool(encoder(embedding(features["char_ids"])))
         if word_embedding_dim:
-            features["word_ids"] = HashedWords(name="word_ids")(tokens)
             words = BagOfWords(word_embedding_dim, name="bag_of_words")(features["word_ids"])
             sentence = keras.layers.Concatenate(name="with_words")([sentence, words])
         logits = head(drop(sentence))
-        super().__init__(inputs=text, outputs=logits, embedding=embedding, labels=labels,
+        super().__init__(inputs=features, outputs=logits, embedding=embedding,
+                         preprocessor=preprocessor, labels=labels,
                          encoder_units=encoder_units, dropout=dropout,
                          config={"tokenizer": tokenizer,
-                                 "word_embedding_dim": word_embedding_dim},
-                         features=features, **kwargs)
+                                 "word_embedding_dim": word_embedding_dim}, **kwargs)
         self.tokenizer = tokenizer
         self.word_embedding_dim = word_embedding_dim

@@ -13,13 +13,7 @@ import tensorflow as tf
 
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
-from elmo_tf.layers.text_tokenizer import TextTokenizer
-from elmo_tf.models.downstream import (
-    DownstreamTask,
-    SentencePairClassifier,
-    SequenceTagger,
-    TextClassifier,
-)
+from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
 from tests.checks import run_task_test
 from tests.conftest import CPU_ONLY_ENV, assert_serializable, keras_sees_a_gpu
 
@@ -29,17 +23,37 @@ def _embedding(seed=0):
     return ElmoEmbedding(ElmoBackbone(ElmoConfig.from_preset("tiny")), dropout=0.0)
 
 
+def _run(model, texts, **kwargs):
+    """The model on raw texts: its preprocessor's features through it (KerasHub's way)."""
+    return model(model.preprocessor(texts), **kwargs)
+
+
 def _compile(model):
     model.compile(optimizer=keras.optimizers.Adam(1e-2), metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
 
 
-def test_tokenizer_and_masked_max_pooling():
-    tokens = TextTokenizer()(tf.constant(["The  cat .", "Hi", ""])).numpy().tolist()
+def test_the_preprocessors_tokens_and_masked_max_pooling():
+    tagger = SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=4)
+    tokens = tagger.preprocessor.tokens(tf.constant(["The  cat .", "Hi", ""])).numpy().tolist()
     assert tokens == [[b"The", b"cat", b"."], [b"Hi", b"", b""], [b"", b"", b""]]
-    assert TextTokenizer("wordpunct")(tf.constant(["can't"])).numpy().tolist() == \
+    classifier = TextClassifier(_embedding(), labels=["a", "b"], tokenizer="wordpunct",
+                                encoder_units=4)
+    assert classifier.preprocessor.tokens(tf.constant(["can't"])).numpy().tolist() == \
         [[b"can", b"'", b"t"]]
+    column = classifier.preprocessor(tf.constant([["a b"], ["c"]]))["char_ids"]  # [batch, 1]
+    assert column.shape[:2] == (2, 2)
+    words = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                           word_embedding_dim=3).preprocessor
+    assert_serializable(words, tf.constant(["a b c", "d"]))
+    assert_serializable(SentencePairClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                                               hidden_dim=4).preprocessor,
+                        {"text_a": tf.constant(["a b"]), "text_b": tf.constant(["c"])})
+    with pytest.raises(ValueError, match=r"reads the texts \['text_a', 'text_b'\]; got "
+                                         r"\['text_a'\]"):
+        SentencePairClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
+                               hidden_dim=4).preprocessor({"text_a": tf.constant(["a"])})
     x = tf.constant(np.random.default_rng(0).normal(size=(3, 4, 2)), tf.float32)
     mask = tf.constant([[True, True, False, False], [True] * 4, [False] * 4])
     big = tf.where(mask[:, :, None], x, 1e9)  # padding that would win a plain max
@@ -48,9 +62,8 @@ def test_tokenizer_and_masked_max_pooling():
     np.testing.assert_array_equal(pooled[1], x.numpy()[1].max(0))
     np.testing.assert_array_equal(pooled[2], [0.0, 0.0])  # no real token
     assert_serializable(MaskedMaxPooling(), x)
-    assert_serializable(TextTokenizer("wordpunct"))
-    with pytest.raises(ValueError, match=r"one of \['whitespace', 'wordpunct'\]"):
-        TextTokenizer("unicode_script")
+    with pytest.raises(ValueError, match=r"one of \['whitespace', 'wordpunct'\] \(core "):
+        TextClassifier(_embedding(), labels=["a", "b"], tokenizer="unicode_script")
 
 
 def test_the_tagger_leaves_padding_out_of_its_loss_and_metrics():
@@ -78,13 +91,13 @@ def test_the_pair_classifier_matches_u_v_their_difference_and_product():
     inputs = {"text_a": tf.constant(["a man sleeps", "x"]),
               "text_b": tf.constant(["a person rests .", "y z"])}
     inner = keras.Model(model.inputs, [model.get_layer("matching").output])
-    matched = inner(inputs).numpy()
+    matched = inner(model.preprocessor(inputs)).numpy()
     width = matched.shape[1] // 4
     a, b = matched[:, :width], matched[:, width:2 * width]
     np.testing.assert_allclose(matched[:, 2 * width:3 * width], np.abs(a - b), atol=1e-6)
     np.testing.assert_allclose(matched[:, 3 * width:], a * b, atol=1e-6)
     assert not np.allclose(a, b)
-    assert model(inputs).shape == (2, 2)
+    assert _run(model, inputs).shape == (2, 2)
 
 
 def test_empty_texts_get_the_prediction_of_an_empty_sentence():
@@ -93,16 +106,17 @@ def test_empty_texts_get_the_prediction_of_an_empty_sentence():
     sentence with no token (the head's bias, the pooled vector being zeros)."""
     classifier = TextClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
                                 word_embedding_dim=3)
-    alone = classifier(tf.constant(["", " "])).numpy()
-    beside = classifier(tf.constant(["", "a b c"])).numpy()
+    alone = _run(classifier, tf.constant(["", " "])).numpy()
+    beside = _run(classifier, tf.constant(["", "a b c"])).numpy()
     np.testing.assert_allclose(alone[0], beside[0], atol=1e-6)
     np.testing.assert_allclose(alone, [classifier.get_layer("logits").bias.numpy()] * 2,
                                atol=1e-6)
     tagger = SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=4)
-    assert tagger(tf.constant([""])).shape == (1, 1, 2)
+    assert _run(tagger, tf.constant([""])).shape == (1, 1, 2)
     pair = SentencePairClassifier(_embedding(), labels=["a", "b"], encoder_units=4,
                                   hidden_dim=4)
-    assert pair({"text_a": tf.constant([""]), "text_b": tf.constant([""])}).shape == (1, 2)
+    assert _run(pair, {"text_a": tf.constant([""]), "text_b": tf.constant([""])}).shape == \
+        (1, 2)
 
 
 @pytest.mark.parametrize("task", ["classifier", "pair_regressor", "tagger"])
@@ -121,7 +135,8 @@ def test_every_task_keeps_the_task_contract(task, tmp_path):
     targets = model.targets(labels)
     if isinstance(targets, tf.RaggedTensor):
         targets = targets.to_tensor(0)
-    run_task_test(model, model.inputs_for(texts), targets, tmp_path, loss=model.task_loss())
+    run_task_test(model, model.preprocessor(model.inputs_for(texts)), targets, tmp_path,
+                  loss=model.task_loss())
 
 
 def test_a_classifier_and_a_regressor_learn():
@@ -135,7 +150,7 @@ def test_a_classifier_and_a_regressor_learn():
     assert after["accuracy"] == 1.0 and after["loss"] < 0.8 * before
     regressor = SentencePairClassifier(_embedding(), labels=None, encoder_units=4,
                                        hidden_dim=4)
-    assert regressor({"text_a": texts[:2], "text_b": texts[2:4]}).shape == (2, 1)
+    assert _run(regressor, {"text_a": texts[:2], "text_b": texts[2:4]}).shape == (2, 1)
 
 
 def test_clear_errors():
@@ -150,6 +165,8 @@ def test_clear_errors():
         TextClassifier(embedding, labels=["a", "b"], encoder_units=0)
     with pytest.raises(ValueError, match="word_embedding_dim must be an integer >= 0"):
         TextClassifier(embedding, labels=["a", "b"], word_embedding_dim=-1)
+    with pytest.raises(ValueError, match="Calling a model directly.*model.preprocessor"):
+        TextClassifier(embedding, labels=["a", "b"])(tf.constant(["a b"]))  # KerasHub's
 
 
 def test_a_classifier_config_from_before_the_word_features_builds_elmo_alone():
@@ -252,7 +269,8 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
                 "tagger": {"tokens": ["a b c", "d"]}}
     with on_the_gpu_path():
         # Traced here, the in-memory model does take cuDNN; the export must not.
-        assert "CudnnRNNV3" in _traced_ops(models["classifier"], tf.constant(["a b"]))
+        features = models["classifier"].preprocessor(tf.constant(["a b"]))
+        assert "CudnnRNNV3" in _traced_ops(models["classifier"], features)
         for name, model in models.items():
             assert export_task_model(model, tmp_path / name).endswith("1")
     lstms = [l for m in models.values() for l in sublayers(m) if hasattr(l, "use_cudnn")]
@@ -262,13 +280,13 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
                           env={**__import__("os").environ, **CPU_ONLY_ENV})
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.split("OUT", 1)[1])
-    logits = models["classifier"](tf.constant(requests["classifier"]["text"])).numpy()
+    logits = _run(models["classifier"], tf.constant(requests["classifier"]["text"])).numpy()
     np.testing.assert_allclose(got["classifier"]["logits"], logits, rtol=1e-5, atol=1e-6)
     assert got["classifier"]["label"] == [["neg", "pos"][k] for k in logits.argmax(-1)]
     pair = {k: tf.constant(v) for k, v in requests["regressor"].items()}
-    np.testing.assert_allclose(got["regressor"]["score"], models["regressor"](pair).numpy()[:, 0],
-                               rtol=1e-5, atol=1e-6)
-    tags = models["tagger"](tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
+    np.testing.assert_allclose(got["regressor"]["score"],
+                               _run(models["regressor"], pair).numpy()[:, 0], rtol=1e-5, atol=1e-6)
+    tags = _run(models["tagger"], tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
     names = ["O", "B-X", "I-X"]
     assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
 
@@ -318,11 +336,10 @@ def test_on_a_gpu_task_savedmodels_serve_on_a_cpu(tmp_path):
     _exported_task_models_serve_on_a_cpu(tmp_path, contextlib.nullcontext)
 
 
-def test_the_split_computes_the_model_on_bucket_padded_features_with_xla():
-    """`split()`: the preprocessor's features (char ids; a classifier's word ids) padded with 0
-    beyond the longest text, through the numeric part compiled with XLA, give the whole model's
-    logits on raw text; the numeric part holds no string op, the whole model refuses XLA; a
-    task that names no features says how to train it."""
+def test_the_model_computes_the_same_on_bucket_padded_features_with_xla():
+    """The preprocessor's features (char ids; a classifier's word ids; int32, no string op)
+    padded with 0 beyond the longest text give, through the model compiled with XLA, its
+    logits on the unpadded features; every layer of the model compiles."""
     texts = tf.constant(["a b c", "d", "the cat sat on the mat ."])
     pairs = {"text_a": texts, "text_b": tf.constant(["x", "y y", "z"])}
     for model, x in ((TextClassifier(_embedding(), labels=["x", "y"], encoder_units=8,
@@ -330,26 +347,13 @@ def test_the_split_computes_the_model_on_bucket_padded_features_with_xla():
                      (SequenceTagger(_embedding(), tags=["O", "X"], encoder_units=8), texts),
                      (SentencePairClassifier(_embedding(), labels=None, encoder_units=8,
                                              hidden_dim=8), pairs)):
-        preprocessor, numeric = model.split()
-        assert model.split()[1] is numeric  # built once
-        features = preprocessor(x)
+        features = model.preprocessor(x)
+        assert sorted(features) == sorted(model.preprocessor.feature_names())
         assert all(f.dtype == tf.int32 for f in features.values())
         padded = {k: tf.pad(v, [[0, 0], [0, 9]] + [[0, 0]] * (len(v.shape) - 2))
                   for k, v in features.items()}
-        whole = model(x).numpy()
-        compiled = tf.function(numeric, jit_compile=True)(padded).numpy()
+        whole = model(features).numpy()
+        compiled = tf.function(model, jit_compile=True)(padded).numpy()
         np.testing.assert_allclose(compiled[:, :whole.shape[1]] if whole.ndim == 3 else compiled,
                                    whole, atol=1e-5, err_msg=type(model).__name__)
-        assert numeric.xla_incompatible_layers() == []
-        assert "tokenizer" in model.xla_incompatible_layers()
-
-    class Unsplit(DownstreamTask):  # a task of before the split: no `features`
-        def __init__(self, embedding):
-            text = keras.Input(shape=(), dtype="string", name="text")
-            logits = keras.layers.Dense(2)(MaskedMaxPooling()(embedding(TextTokenizer()(text))))
-            super().__init__(inputs=text, outputs=logits, embedding=embedding,
-                             labels=["x", "y"], encoder_units=1, dropout=0.0, config={})
-
-    with pytest.raises(ValueError, match="Unsplit does not say where its string ops end.*"
-                                         "--xla off"):
-        Unsplit(_embedding()).split()
+        assert model.xla_incompatible_layers() == []
