@@ -203,7 +203,7 @@ class DownstreamTask(Task):
     def preprocess_samples(self, x, y=None, sample_weight=None):
         """KerasHub's hook in `fit`, `predict`, `evaluate`: text goes through the
         preprocessor, features (no strings) pass as they are."""
-        if any(getattr(t, "dtype", None) == tf.string for t in tf.nest.flatten(x)):
+        if any(_is_text(t) for t in tf.nest.flatten(x)):
             return super().preprocess_samples(x, y, sample_weight)
         return keras.utils.pack_x_y_sample_weight(x, y, sample_weight)
 
@@ -386,6 +386,15 @@ class DownstreamTask(Task):
         config = dict(config)
         config["embedding"] = keras.saving.deserialize_keras_object(config["embedding"])
         return cls(**config)
+
+
+def _is_text(value):
+    """Whether `value` holds strings (a string tensor, a NumPy array of strings, a string)."""
+    if isinstance(value, (str, bytes)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind in "USO"
+    return tf.is_tensor(value) and value.dtype == tf.string
 
 
 def _softmax(logits):

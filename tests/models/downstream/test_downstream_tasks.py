@@ -148,6 +148,10 @@ def test_a_classifier_and_a_regressor_learn():
     model.fit(texts, labels, epochs=30, batch_size=8, verbose=0)
     after = model.evaluate(texts, labels, return_dict=True, verbose=0)
     assert after["accuracy"] == 1.0 and after["loss"] < 0.8 * before
+    # Text as NumPy strings or a list goes through the preprocessor as a tensor does.
+    expected = model.predict(texts, verbose=0)
+    for other in (texts.numpy().astype(str), [t.decode() for t in texts.numpy()]):
+        np.testing.assert_allclose(model.predict(other, verbose=0), expected, atol=1e-6)
     regressor = SentencePairClassifier(_embedding(), labels=None, encoder_units=4,
                                        hidden_dim=4)
     assert _run(regressor, {"text_a": texts[:2], "text_b": texts[2:4]}).shape == (2, 1)
