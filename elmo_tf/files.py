@@ -208,8 +208,9 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     """Calls `write(staging)` for a temporary directory in `directory` (`locked_temporary`:
     what a killed writer leaves there is removed by the next write), then renames each file
     it wrote into `directory` (same relative paths), each whole or not at all; `last` (a
-    relative path) goes in after the others, and an earlier `last` is removed before any: a
-    directory whose `last` marks it complete (a KerasHub preset's config.json) is never a mix
+    relative path, or several, in order) goes in after the others, and an earlier `last` is
+    removed before any: a directory whose `last` marks it complete (a KerasHub preset's
+    config.json; a task preset's task.json too) is never a mix
     of two writes. Other files in `directory` are kept. With `needed_bytes`, the disk's room
     is checked first (`check_free_space`). Called for an enclosing call's staging directory (a
     task preset writes its backbone's files), it writes there directly: the enclosing call
@@ -219,6 +220,7 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     >>> write_files_atomically("preset/", backbone_saver, last="config.json")
     """
     directory = os.fspath(directory)
+    lasts = [last] if isinstance(last, str) else list(last or ())
     if is_temporary(os.path.basename(os.path.normpath(directory)), ".staging"):
         write(directory)  # inside an enclosing write's staging: that write moves it all in
         return
@@ -230,8 +232,8 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
         write(staging)
         names = sorted((os.path.relpath(os.path.join(root, name), staging)
                         for root, _, files in os.walk(staging) for name in files),
-                       key=lambda name: name == last)
-        if last is not None:
+                       key=lambda name: lasts.index(name) + 1 if name in lasts else 0)
+        for last in reversed(lasts):  # the outermost mark first
             with contextlib.suppress(FileNotFoundError):
                 os.remove(os.path.join(directory, last))
         for root, _, _ in os.walk(staging):

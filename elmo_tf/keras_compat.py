@@ -109,7 +109,9 @@ class AnyBackboneOf:
     def __eq__(self, other):
         if isinstance(other, AnyBackboneOf):
             return other.base is self.base
-        return isinstance(other, type) and issubclass(other, self.base)
+        if not isinstance(other, type):
+            return NotImplemented
+        return issubclass(other, self.base)
 
     def __hash__(self):
         return hash(self.base)

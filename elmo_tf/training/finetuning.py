@@ -222,6 +222,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                              "task.weights.h5, model.weights.h5), the one copy of its best "
                              "epoch's weights, is gone (moved?): put it back, or fine-tune "
                              "again into another directory.")
+        ended = not os.path.exists(best_file) and _ended_model(output).endswith("task.json")
         with without_optimizer(model):  # the best weights: best.weights.h5, or an ended run's
             if os.path.exists(best_file):
                 model.load_weights(best_file)
@@ -229,7 +230,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 _load_ended_weights(model, output)
         if "test" in data:
             results["test"] = score(data["test"])
-        model.save_to_preset(output)
+        if not ended:  # an ended run's preset stays as it is (a rewrite killed midway would
+            model.save_to_preset(output)  # leave none)
         if "dev_mismatched" in data:
             results["dev_mismatched"] = score(data["dev_mismatched"])
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
@@ -292,19 +294,7 @@ def load_task_model(path):
     truncated file is a ValueError that says so, with its name."""
     path = os.fspath(path)
     if os.path.isdir(path) and os.path.isfile(os.path.join(path, "task.json")):
-        for name in ("task.weights.h5", "model.weights.h5"):
-            file = os.path.join(path, name)
-            if not os.path.isfile(file):
-                raise FileNotFoundError(f"{path} is an incomplete task preset: it has task.json "
-                                        f"and no {name} (moved?); copy it again or run "
-                                        "finetune again.")
-            try:
-                with h5py.File(file, "r"):
-                    pass
-            except OSError as error:  # h5py's, on a truncated file
-                problem = str(error).splitlines()[0] if str(error) else type(error).__name__
-                raise ValueError(f"{file} is damaged or truncated: not a whole HDF5 file "
-                                 f"({problem}); copy it again or run finetune again.") from None
+        _check_preset_weights(path)
         return DownstreamTask.from_preset(path)
     file = os.path.join(path, "model.keras") if os.path.isdir(path) else path
     if not os.path.isfile(file):
@@ -327,6 +317,24 @@ def is_task_directory(path):
         os.path.join(path, "options.json"))
 
 
+def _check_preset_weights(path):
+    """A clear error for a task preset at `path` whose weights file is missing or is not a
+    whole HDF5 file (a truncated copy, a damaged disk), naming it."""
+    for name in ("task.weights.h5", "model.weights.h5"):
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            raise FileNotFoundError(f"{path} is an incomplete task preset: it has task.json "
+                                    f"and no {name} (moved?); copy it again or run finetune "
+                                    "again.")
+        try:
+            with h5py.File(file, "r"):
+                pass
+        except OSError as error:  # h5py's, on a truncated file
+            problem = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(f"{file} is damaged or truncated: not a whole HDF5 file "
+                             f"({problem}); copy it again or run finetune again.") from None
+
+
 def _ended_model(output):
     """Where an ended run keeps its best model: its task preset's `task.json`, or an earlier
     version's `model.keras`; None while it has not ended."""
@@ -343,6 +351,7 @@ def _load_ended_weights(model, output):
     if ended.endswith("model.keras"):
         model.load_weights(ended)
         return
+    _check_preset_weights(output)
     model.load_task_weights(os.path.join(output, "task.weights.h5"))
     model.backbone.load_weights(os.path.join(output, "model.weights.h5"))
 

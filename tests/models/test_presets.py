@@ -292,15 +292,23 @@ def test_task_presets_load_in_a_fresh_process_through_keras_hub(tmp_path):
     for name, (cls, backbone, values) in expected.items():
         assert got[name][:2] == [cls, backbone], name
         np.testing.assert_allclose(got[name][2], values, rtol=1e-5, atol=1e-6, err_msg=name)
-    assert not any(name.endswith(".staging") for name in os.listdir(tmp_path / "pair-elmo"))
+    assert not any(files.is_temporary(name) for name in os.listdir(tmp_path / "pair-elmo"))
     # KerasHub's way to a new classifier of a biLM: its preset and num_classes.
     backbones["elmo"].save_to_preset(tmp_path / "bilm")
     fresh = keras_hub.models.TextClassifier.from_preset(str(tmp_path / "bilm"), num_classes=3)
     assert type(fresh) is TextClassifier and fresh.labels == ["0", "1", "2"]
     np.testing.assert_array_equal(_layers(fresh.backbone), _layers(backbones["elmo"]))
     assert not fresh.embedding.fine_tune  # a frozen biLM, as finetune's default
-    with pytest.raises(ValueError, match="needs the backbone and num_classes"):
+    assert TextClassifier.from_preset(tmp_path / "bilm", num_classes=2).labels == ["0", "1"]
+    with pytest.raises(ValueError, match="needs num_classes"):
         keras_hub.models.TextClassifier.from_preset(str(tmp_path / "bilm"))
+    # A task preset with num_classes: the task's embedding (its mix too) under a new head.
+    task = keras_hub.models.TextClassifier.from_preset(str(tmp_path / "classifier-masked"),
+                                                       num_classes=4)
+    assert task.labels == ["0", "1", "2", "3"]
+    trained = DownstreamTask.from_preset(tmp_path / "classifier-masked")
+    for new, old in zip(task.embedding.weights, trained.embedding.weights):
+        np.testing.assert_array_equal(new.numpy(), old.numpy())
     with pytest.raises(FileNotFoundError, match="holds no task preset"):
         DownstreamTask.from_preset(tmp_path / "bilm")
     with pytest.raises(ValueError, match="holds a 'elmo_tf>SequenceTagger', not a "

@@ -106,8 +106,7 @@ class DownstreamTask(Task):
         self.dropout = float(dropout)
         self._task_config = config
         # Uncompiled, as a Keras model is (KerasHub's tasks compile themselves): a loaded
-        # task has no optimizer to warn about; `compile()` with no argument gives KerasHub's
-        # defaults.
+        # task has no optimizer to warn about; `compile()` with no argument: Adam, the loss.
         super().__init__(inputs=inputs, outputs=outputs, compile=False, **kwargs)
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
@@ -133,7 +132,7 @@ class DownstreamTask(Task):
             with without_optimizer(self):
                 keras_hub.models.Task.save_to_preset(self, staging, max_shard_size)
 
-        write_files_atomically(preset_dir, write, last="task.json",
+        write_files_atomically(preset_dir, write, last=("config.json", "task.json"),
                                needed_bytes=2 * variables_bytes(self.weights) + 2**20)
 
     @classmethod
@@ -149,6 +148,11 @@ class DownstreamTask(Task):
 
         preset = os.fspath(preset)
         config_file = os.path.join(preset, "task.json")
+        if not os.path.isfile(config_file) and issubclass(cls, keras_hub.models.TextClassifier):
+            # A biLM's preset: KerasHub's classifier of its backbone (with num_classes).
+            return keras_hub.models.Task.from_preset.__func__(cls, preset,
+                                                               load_weights=load_weights,
+                                                               **kwargs)
         if not os.path.isfile(config_file):
             raise FileNotFoundError(f"{preset} holds no task preset (no task.json): "
                                     "save_to_preset, or elmo-tf finetune once it has ended, "
@@ -190,8 +194,9 @@ class DownstreamTask(Task):
         return self.embedding.backbone
 
     def compile(self, optimizer="auto", loss="auto", *, metrics=None, **kwargs):
-        """Keras's `compile` (and `xla`: `CompiledStep.compile`), with KerasHub's defaults:
-        `"auto"` is Adam at 1e-3 (`finetune`'s default) and the task's loss (`task_loss`).
+        """Keras's `compile` (and `xla`: `CompiledStep.compile`), with `"auto"` as KerasHub's
+        tasks have it: here Adam at 1e-3 (`finetune`'s default, not KerasHub's 5e-5: the head
+        trains from scratch) and the task's loss (`task_loss`); no metrics by default.
 
         Example:
         >>> model.compile(xla="on")   # Adam, the task's loss, each replica's step compiled
@@ -220,18 +225,19 @@ class DownstreamTask(Task):
 
     @staticmethod
     def from_backbone_arguments(embedding, labels, backbone, num_classes):
-        """`(embedding, labels)` from KerasHub's arguments for a classifier of a backbone
-        (`from_preset(biLM preset, num_classes=N)`): the backbone's `ElmoEmbedding` and the
-        class names "0" .. "N-1"."""
-        if embedding is not None or labels is not None:
-            raise ValueError("give embedding and labels, or backbone and num_classes "
-                             "(KerasHub's), not both.")
-        if backbone is None or isinstance(num_classes, bool) or not isinstance(
-                num_classes, int) or num_classes < 2:
+        """`(embedding, labels)` from KerasHub's arguments for a classifier: `from_preset(biLM
+        preset, num_classes=N)` gives the backbone (its `ElmoEmbedding` made here: a frozen
+        biLM, a trained mix, ElmoEmbedding's default dropout); `from_preset(task preset,
+        num_classes=N)` the task's own embedding, for a new head. The class names are
+        "0" .. "N-1"."""
+        if backbone is not None and embedding is not None:
+            raise ValueError("give embedding or backbone (KerasHub's), not both.")
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
             raise ValueError("a classifier of a backbone (KerasHub's from_preset of a biLM's "
-                             "preset) needs the backbone and num_classes, an integer >= 2; got "
+                             "preset) needs num_classes, an integer >= 2; got "
                              f"num_classes={num_classes!r}.")
-        return ElmoEmbedding(backbone), [str(k) for k in range(num_classes)]
+        return (embedding if backbone is None else ElmoEmbedding(backbone),
+                [str(k) for k in range(num_classes)])
 
     @staticmethod
     def check_arguments(embedding, labels, encoder_units, dropout, regression_allowed=False):

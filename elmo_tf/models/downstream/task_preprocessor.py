@@ -65,6 +65,9 @@ class TaskPreprocessor(keras_hub.models.Preprocessor):
         return self.tokenizer.tokens(texts)
 
     def call(self, x, y=None, sample_weight=None):
+        if not isinstance(x, dict) and len(self.input_names) > 1:
+            raise ValueError(f"{type(self).__name__} reads a dict of texts "
+                             f"{list(self.input_names)}; got one {type(x).__name__}.")
         texts = x if isinstance(x, dict) else {self.input_names[0]: x}
         missing = [name for name in self.input_names if name not in texts]
         if missing:
