@@ -355,7 +355,8 @@ def main():
         write_json_atomically(output, json.loads(json.dumps(report, default=str)))
 
     for part in args.parts:
-        run = {"parity": lambda save: parity((False, True)), "inference": lambda save: inference(settings, save),
+        run = {"parity": lambda save: parity((False, True)),
+               "inference": lambda save: inference(settings, save),
                "training": lambda save: training(settings, save),
                "scaling": lambda save: scaling(settings, save, args.scaling_runs,
                                                args.smoke)}[part]

@@ -148,11 +148,6 @@ class DownstreamTask(Task):
 
         preset = os.fspath(preset)
         config_file = os.path.join(preset, "task.json")
-        if not os.path.isfile(config_file) and issubclass(cls, keras_hub.models.TextClassifier):
-            # A biLM's preset: KerasHub's classifier of its backbone (with num_classes).
-            return keras_hub.models.Task.from_preset.__func__(cls, preset,
-                                                               load_weights=load_weights,
-                                                               **kwargs)
         if not os.path.isfile(config_file):
             raise FileNotFoundError(f"{preset} holds no task preset (no task.json): "
                                     "save_to_preset, or elmo-tf finetune once it has ended, "
@@ -222,22 +217,6 @@ class DownstreamTask(Task):
             return gradients
         return [tf.reshape(tf.convert_to_tensor(g), v.shape)
                 if isinstance(g, tf.IndexedSlices) else g for g, v in zip(gradients, variables)]
-
-    @staticmethod
-    def from_backbone_arguments(embedding, labels, backbone, num_classes):
-        """`(embedding, labels)` from KerasHub's arguments for a classifier: `from_preset(biLM
-        preset, num_classes=N)` gives the backbone (its `ElmoEmbedding` made here: a frozen
-        biLM, a trained mix, ElmoEmbedding's default dropout); `from_preset(task preset,
-        num_classes=N)` the task's own embedding, for a new head. The class names are
-        "0" .. "N-1"."""
-        if backbone is not None and embedding is not None:
-            raise ValueError("give embedding or backbone (KerasHub's), not both.")
-        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
-            raise ValueError("a classifier of a backbone (KerasHub's from_preset of a biLM's "
-                             "preset) needs num_classes, an integer >= 2; got "
-                             f"num_classes={num_classes!r}.")
-        return (embedding if backbone is None else ElmoEmbedding(backbone),
-                [str(k) for k in range(num_classes)])
 
     @staticmethod
     def check_arguments(embedding, labels, encoder_units, dropout, regression_allowed=False):

@@ -1,5 +1,7 @@
 """`TextClassifier`: a sentence -> class (or score) model on ELMo representations."""
 
+import os
+
 import keras
 import keras_hub
 
@@ -7,6 +9,7 @@ from elmo_tf.checks import check_non_negative_int
 from elmo_tf.layers.bag_of_words import BagOfWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
+from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
 
 @register_task
@@ -53,6 +56,20 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
     input_names = ("text",)
     finetune_options = {"word_embedding_dim": 64}  # measured: docs/benchmarks.md
 
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """`DownstreamTask.from_preset`, and, for a biLM's preset (no task.json), KerasHub's
+        classifier of its backbone: `from_preset(dir, num_classes=N)`.
+
+        Example:
+        >>> TextClassifier.from_preset("runs/elmo", num_classes=2)   # a new head on the biLM
+        """
+        if not os.path.isfile(os.path.join(os.fspath(preset), "task.json")):
+            return keras_hub.models.Task.from_preset.__func__(cls, os.fspath(preset),
+                                                               load_weights=load_weights,
+                                                               **kwargs)
+        return super().from_preset(preset, load_weights=load_weights, **kwargs)
+
     def __init__(self, embedding=None, labels=None, tokenizer="whitespace", encoder_units=512,
                  dropout=0.0, word_embedding_dim=0, *, backbone=None, num_classes=None,
                  **kwargs):
@@ -84,3 +101,19 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
                                  "word_embedding_dim": word_embedding_dim}, **kwargs)
         self.tokenizer = tokenizer
         self.word_embedding_dim = word_embedding_dim
+
+    @staticmethod
+    def from_backbone_arguments(embedding, labels, backbone, num_classes):
+        """`(embedding, labels)` from KerasHub's arguments for a classifier: `from_preset(biLM
+        preset, num_classes=N)` gives the backbone (its `ElmoEmbedding` made here: a frozen
+        biLM, a trained mix, ElmoEmbedding's default dropout); `from_preset(task preset,
+        num_classes=N)` the task's own embedding, for a new head. The class names are
+        "0" .. "N-1"."""
+        if backbone is not None and embedding is not None:
+            raise ValueError("give embedding or backbone (KerasHub's), not both.")
+        if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+            raise ValueError("a classifier of a backbone (KerasHub's from_preset of a biLM's "
+                             "preset) needs num_classes, an integer >= 2; got "
+                             f"num_classes={num_classes!r}.")
+        return (embedding if backbone is None else ElmoEmbedding(backbone),
+                [str(k) for k in range(num_classes)])
