@@ -91,6 +91,11 @@ MODELS = {
     "masked_elmo_next_token_40": {"base": "masked_elmo_cpu", "next_token_weight": 1.0,
                                   "cloze_weight": 0.0},
     "masked_elmo_cloze": {"base": "masked_elmo_cpu", "cloze_weight": 1.0},
+    # ELECTRA's replaced-token detection (beyond the paper; issue 38's lever after the first
+    # layer's losses): a small generator's masked LM at ELECTRA's 15 %, the backbone a
+    # discriminator of every token at ELECTRA's weight 50, with the cloze loss kept.
+    "masked_elmo_rtd": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
+                        "replaced_token_weight": 50.0, "cloze_weight": 1.0},
     # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
     # token), the same char CNN, vocabulary and training.
     "elmo_wide": {"base": "elmo_cpu", "model": _wider("elmo_cpu")},
@@ -194,8 +199,10 @@ def _supervised_per_step(record, recipe):
     # K x rate >= 1 (masked_language_model_dataset).
     masked = size["tokens"] * min(1.0, recipe.get("masks_per_sentence", 1)
                                   * recipe.get("selection_rate", 0.15)) / per_epoch
+    # The cloze loss and the replaced-token detection: every token (a word, a binary label)
     return tokens, (masked + (2 * pairs if recipe.get("next_token_weight") else 0)
-                    + (tokens if recipe.get("cloze_weight") else 0))  # cloze: every token
+                    + (tokens if recipe.get("cloze_weight") else 0)
+                    + (tokens if recipe.get("replaced_token_weight") else 0))
 
 
 # Steps between a run's checkpoints: a run killed (a session's end) goes on from the last one.

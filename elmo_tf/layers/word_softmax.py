@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.ops.softmax import full_softmax_nll, sampled_softmax_nll
+from elmo_tf.ops.softmax import full_softmax_nll, sampled_softmax_logits, sampled_softmax_nll
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -75,6 +75,39 @@ class WordSoftmax(keras.layers.Layer):
                                        self.num_negatives, seed, columns)
         return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns)
 
+    def nll_and_samples(self, outputs, targets, training=False, seed=None):
+        """Each row's NLL (as `call`) and a word drawn from the row's softmax: a generator's
+        loss and its samples (`MaskedElmoLanguageModel`'s replaced-token detection).
+
+        The words are drawn from the distribution the loss scores: in training with `samples`,
+        the sampled softmax's (the row's target and the call's candidates, logits corrected
+        by their expected counts, accidental hits removed: an importance-sampled estimate of
+        the full softmax); otherwise the full softmax's. No gradient flows through the draw.
+
+        Args:
+            outputs: float `[n, P]`.
+            targets: int `[n]` in `[0, V)`.
+            training: Python bool, as `call`'s.
+            seed: int32 `[2]`: the candidates' seed (drawn when None); the draw's is folded
+                from it.
+
+        Returns:
+            `(nll, words)`: float32 `[n]` and int32 `[n]`.
+        """
+        outputs = tf.cast(outputs, tf.float32)
+        targets = tf.cast(targets, tf.int32)
+        seed = self.draw_seed() if seed is None else seed
+        if training and self.samples:
+            logits, candidates = sampled_softmax_logits(self.kernel, self.bias, outputs,
+                                                        targets, self.num_negatives, seed)
+            ids = tf.concat([tf.zeros([1], tf.int32), candidates], 0)
+            choice = _draw(logits, seed)
+            words = tf.where(choice == 0, targets, tf.gather(ids, choice))
+            return tf.reduce_logsumexp(logits, axis=1) - logits[:, 0], words
+        logits = tf.matmul(outputs, self.kernel, transpose_b=True) + self.bias
+        return (tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits),
+                _draw(logits, seed))
+
     def draw_seed(self):
         """A new int32 `[2]` seed for the sampled candidates. The op's seed is the same on
         every worker (`set_random_seed` and one graph each): each replica of a strategy folds
@@ -98,3 +131,10 @@ class WordSoftmax(keras.layers.Layer):
         config = super().get_config()
         config.update(vocabulary_size=self.vocabulary_size, num_negatives=self.num_negatives)
         return config
+
+
+def _draw(logits, seed):
+    """One column per row of `logits` `[n, k]`, drawn from its softmax (no gradient)."""
+    seed = tf.random.experimental.stateless_fold_in(seed, 1)
+    return tf.cast(tf.random.stateless_categorical(tf.stop_gradient(logits), 1, seed)[:, 0],
+                   tf.int32)

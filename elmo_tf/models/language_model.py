@@ -54,6 +54,12 @@ class LanguageModel(Task, keras.Model):
     def num_negatives(self):
         return self.softmax.num_negatives
 
+    def set_vocabulary(self, tokens):
+        """Gives the task the softmax's words (`tokens` in id order), for a loss that reads
+        them (`MaskedElmoLanguageModel`'s replaced-token detection); `elmo-tf train` calls it
+        on every run. The softmax's ids alone are enough for the other losses: nothing to do.
+        """
+
     def top_layer(self, layers, training, index=-1):
         """The top layer of `layers` (`[batch, num_layers, time, width]`; or the layer at
         `index`) as float32, dropped out in training."""

@@ -76,8 +76,12 @@ class Recipe:
         cloze_weight: masked LM, sentence batches: the weight of a cloze loss on the first
             layer (every token predicted from the forward half before it and the backward half
             after it), added to the masked LM's (0: none; `MaskedElmoLanguageModel`).
-        (`masks_per_sentence`, `selection_rate`, `next_token_weight` and `cloze_weight` are
-        the masked LM's,
+        replaced_token_weight: masked LM, sentence batches: the weight of ELECTRA's
+            replaced-token detection (0: none; ELECTRA's is 50): the masked LM becomes a
+            small generator and the backbone a discriminator (`MaskedElmoLanguageModel`;
+            beyond the paper, `docs/masked_elmo.md`).
+        (`masks_per_sentence`, `selection_rate`, `next_token_weight`, `cloze_weight` and
+        `replaced_token_weight` are the masked LM's,
         `Family.recipe_fields`: other objectives leave them at their defaults.)
 
     Example:
@@ -108,6 +112,7 @@ class Recipe:
     selection_rate: float = 0.15
     next_token_weight: float = 0.0
     cloze_weight: float = 0.0
+    replaced_token_weight: float = 0.0
 
     def __post_init__(self):
         problems = self._family_problems()
@@ -118,8 +123,9 @@ class Recipe:
                             f"{self.optimizer!r}")
         if not (isinstance(self.selection_rate, (int, float)) and 0 < self.selection_rate <= 1):
             problems.append(f"selection_rate must be in (0, 1]; got {self.selection_rate!r}")
-        problems += non_negative_number_problems(next_token_weight=self.next_token_weight,
-                                                 cloze_weight=self.cloze_weight)
+        problems += non_negative_number_problems(
+            next_token_weight=self.next_token_weight, cloze_weight=self.cloze_weight,
+            replaced_token_weight=self.replaced_token_weight)
         problems += positive_int_problems(**{
             name: getattr(self, name) for name in ("batch_size", "window", "num_negatives",
                                                    "epochs", "min_count", "shuffle_buffer",

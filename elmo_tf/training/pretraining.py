@@ -163,6 +163,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     with strategy.scope():
         lm = build_language_model(recipe, len(vocab), replicas, MIXED_PRECISION[mixed_precision],
                                   xla=compiled)
+        lm.set_vocabulary(vocab.tokens)
         lm.optimizer.build(lm.trainable_variables)
     done = restore(lm, run.checkpoints, strategy)
     budget = None
@@ -371,6 +372,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
             best = record["best_perplexity"]
     lm = build_language_model(recipe, len(vocab),
                               xla=use_xla(record.get("xla", "auto"), amx_cpus=True))
+    lm.set_vocabulary(vocab.tokens)
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")
         lm.load_weights(run.language_model_file)

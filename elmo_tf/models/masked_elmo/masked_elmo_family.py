@@ -32,7 +32,7 @@ class MaskedElmoFamily(Family):
     backbone_class = MaskedElmoBackbone
     tokenizer_class = MaskedElmoTokenizer
     recipe_fields = ("masks_per_sentence", "selection_rate", "next_token_weight",
-                     "cloze_weight")
+                     "cloze_weight", "replaced_token_weight")
 
     def describes(self, options):
         lstm = options.get("lstm")
@@ -49,10 +49,14 @@ class MaskedElmoFamily(Family):
                             f"copies of a sentence select disjoint tokens, so each can select "
                             f"at most 1/{k} of them ({1 / k:.0%}); got {k} x {rate:g} = "
                             f"{k * rate:g}")
-        for name, loss in (("next_token_weight", "next-token"), ("cloze_weight", "cloze")):
+        for name, loss in (("next_token_weight", "the first layer's next-token loss"),
+                           ("cloze_weight", "the first layer's cloze loss"),
+                           ("replaced_token_weight", "the replaced-token detection")):
             if recipe.mode == "stream" and getattr(recipe, name):
-                problems.append(f"{name} (the first layer's {loss} loss) reads sentences: it "
-                                "takes mode 'sentence'")
+                problems.append(f"{name} ({loss}) reads sentences: it takes mode 'sentence'")
+        if recipe.replaced_token_weight and recipe.next_token_weight:
+            problems.append("replaced_token_weight takes no next_token_weight (the "
+                            "discriminator reads replaced words, not the masked sentence)")
         return problems
 
     def training_options(self, recipe):
@@ -66,7 +70,8 @@ class MaskedElmoFamily(Family):
         lm = MaskedElmoLanguageModel(backbone, vocabulary_size,
                                      num_negatives=recipe.num_negatives,
                                      next_token_weight=recipe.next_token_weight,
-                                     cloze_weight=recipe.cloze_weight)
+                                     cloze_weight=recipe.cloze_weight,
+                                     replaced_token_weight=recipe.replaced_token_weight)
         lm({"char_ids": tf.zeros([1, 1, recipe.model.max_characters_per_token], tf.int32)})
         return lm
 
@@ -82,7 +87,9 @@ class MaskedElmoFamily(Family):
             window=recipe.window, shuffle_buffer=recipe.shuffle_buffer, seed=seed,
             replicas=replicas if stream else 1, pad_to_buckets=pad_to_buckets,
             next_token_targets=recipe.next_token_weight > 0,
-            cloze_targets=recipe.cloze_weight > 0,
+            # every token's id: the cloze loss's targets, the replaced-token detection's
+            # originals
+            cloze_targets=recipe.cloze_weight > 0 or recipe.replaced_token_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):
@@ -90,7 +97,7 @@ class MaskedElmoFamily(Family):
             sentences, vocabulary, batch_size=recipe.batch_size, seed=HELD_OUT_MASKING_SEED,
             repeat=False, pad_to_buckets=pad_to_buckets,
             next_token_targets=recipe.next_token_weight > 0,
-            cloze_targets=recipe.cloze_weight > 0,
+            cloze_targets=recipe.cloze_weight > 0 or recipe.replaced_token_weight > 0,
             max_characters_per_token=recipe.model.max_characters_per_token)
 
     def describe(self, results):

@@ -4,8 +4,11 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.checks import non_negative_number_problems
+from elmo_tf.layers.bilstm_stack import BiLSTMStack
 from elmo_tf.metrics.perplexity import Perplexity
 from elmo_tf.models.language_model import LanguageModel
+from elmo_tf.ops.padding import char_ids_mask
+from elmo_tf.text.char_ids import tokens_to_char_ids
 
 NEXT_TOKEN_TARGETS = ("forward_targets", "backward_targets")
 
@@ -39,8 +42,24 @@ class MaskedElmoLanguageModel(LanguageModel):
     before it and the backward half at the position after it, neither of which has read it.
     `cloze_perplexity` is its perplexity.
 
-    The first layer's losses read sentence inputs only; training batches must hold their
-    targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
+    With `replaced_token_weight` > 0 (beyond the paper, a clearly labelled extension: ELECTRA's
+    replaced-token detection, Clark et al. 2020; `docs/masked_elmo.md`), the masked LM is a
+    small *generator*: the backbone's token encoder (shared, as ELECTRA shares its embeddings)
+    and one bidirectional layer of a quarter of the backbone's memory cells, through this
+    model's softmax. At each selected position a word is drawn from the generator's softmax
+    (`WordSoftmax.nll_and_samples`), and the backbone, the *discriminator*, reads the sentence
+    with the drawn words in place of the selected ones (their char ids from the vocabulary,
+    `set_vocabulary`) and predicts at every token, from `[forward; backward]` of its top layer,
+    whether the token was replaced (a word drawn equal to the original is not). The loss is
+    the generator's masked-LM loss plus `replaced_token_weight` times the mean binary
+    cross-entropy over every token (ELECTRA's weight: 50), plus the cloze loss on the
+    discriminator's first layer with `cloze_weight` > 0; `perplexity` is the generator's
+    masked-LM perplexity (the discriminator has no softmax of its own) and
+    `replaced_token_accuracy` the discriminator's accuracy. The backbone saved and embedded
+    is the discriminator; the generator is the task's. No gradient flows through the draw.
+
+    The first layer's losses and the replaced-token detection read sentence inputs only;
+    training batches must hold their targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
     across runs); their perplexities are measured where the batches hold their targets.
 
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
@@ -50,7 +69,8 @@ class MaskedElmoLanguageModel(LanguageModel):
     `elmo_tf.data.masked_language_model_dataset`.
     Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
     -1 elsewhere; with the cloze loss, `"cloze_targets"` int32 `[batch, time]` too (every
-    token's id), and with the next-token loss, `"forward_targets"` and `"backward_targets"`
+    token's id; the replaced-token detection reads them too), and with the next-token loss,
+    `"forward_targets"` and `"backward_targets"`
     int32 `[batch, time + 2]` (`masked_language_model_dataset(cloze_targets=True,
     next_token_targets=True)`).
 
@@ -62,6 +82,9 @@ class MaskedElmoLanguageModel(LanguageModel):
         next_token_weight: the weight of the first layer's next-token loss (0: none).
         cloze_weight: the weight of the first layer's cloze loss (0: none; both 0: BERT's
             masked LM alone).
+        replaced_token_weight: the weight of the replaced-token detection (0: none; then the
+            generator's softmax is the masked LM's, and `set_vocabulary` must be called before
+            training). It takes no `next_token_weight`.
 
     Example:
     >>> backbone = MaskedElmoBackbone.from_architecture("tiny_masked")
@@ -71,16 +94,40 @@ class MaskedElmoLanguageModel(LanguageModel):
     """
 
     def __init__(self, backbone, vocabulary_size, num_negatives=8192, dropout=None,
-                 next_token_weight=0.0, cloze_weight=0.0, **kwargs):
+                 next_token_weight=0.0, cloze_weight=0.0, replaced_token_weight=0.0,
+                 **kwargs):
         # The softmax reads [forward; backward] of the top layer.
         super().__init__(backbone, vocabulary_size, num_negatives, dropout,
                          softmax_width=backbone.output_dim, **kwargs)
         problems = non_negative_number_problems(next_token_weight=next_token_weight,
-                                                cloze_weight=cloze_weight)
+                                                cloze_weight=cloze_weight,
+                                                replaced_token_weight=replaced_token_weight)
+        if replaced_token_weight and next_token_weight:
+            problems.append("the replaced-token detection takes no next-token loss (its "
+                            "discriminator reads replaced words, not the masked sentence): "
+                            "give next_token_weight 0 or replaced_token_weight 0")
         if problems:
             raise ValueError(problems[0] + ".")
         self.next_token_weight = float(next_token_weight)
         self.cloze_weight = float(cloze_weight)
+        self.replaced_token_weight = float(replaced_token_weight)
+        if self.replaced_token_weight:
+            # === Layers ===
+            config = backbone.config
+            self.generator = BiLSTMStack(
+                1, max(1, config.lstm_dim // 4), config.projection_dim,
+                use_skip_connections=False, dtype=backbone.dtype_policy, name="generator")
+            self.generator.build((None, None, config.projection_dim))
+            self.replaced_token_head = keras.layers.Dense(1, dtype="float32",
+                                                          name="replaced_token_head")
+            self.replaced_token_head.build((None, backbone.output_dim))
+            # Each word's char ids, for the words the generator draws (`set_vocabulary`).
+            self.word_char_ids = self.add_weight(
+                name="word_char_ids", shape=(vocabulary_size,
+                                             config.max_characters_per_token),
+                dtype="int32", initializer="zeros", trainable=False)
+            self._vocabulary_set = False
+            self.replaced_token_accuracy = keras.metrics.Mean(name="replaced_token_accuracy")
         # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
         if self.next_token_weight:
@@ -88,19 +135,40 @@ class MaskedElmoLanguageModel(LanguageModel):
         if self.cloze_weight:
             self.cloze_perplexity = Perplexity(name="cloze_perplexity")
 
+    def set_vocabulary(self, tokens):
+        """Gives the replaced-token detection the char ids of the vocabulary's words (`tokens`
+        in id order, e.g. `Vocabulary.tokens`), the words its generator draws; nothing to do
+        for the other losses."""
+        if not self.replaced_token_weight:
+            return
+        if len(tokens) != self.vocabulary_size:
+            raise ValueError(f"set_vocabulary takes the {self.vocabulary_size} tokens of the "
+                             f"softmax's vocabulary, in id order; got {len(tokens)}.")
+        self.word_char_ids.assign(tokens_to_char_ids(
+            [list(tokens)], self.word_char_ids.shape[1])[0])
+        self._vocabulary_set = True
+
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
                                                                {"stream_char_ids"}):
             got = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
             raise ValueError("MaskedElmoLanguageModel takes a dict with 'char_ids' (sentences) "
                              f"or 'stream_char_ids' (stream windows); got {got}.")
-        first_layer_losses = self.next_token_weight or self.cloze_weight
+        first_layer_losses = (self.next_token_weight or self.cloze_weight
+                              or self.replaced_token_weight)
         if "stream_char_ids" in inputs:
             if first_layer_losses:
                 raise ValueError("the first layer's losses (next_token_weight, cloze_weight) "
+                                 "and the replaced-token detection (replaced_token_weight) "
                                  "read sentences ('char_ids'), not stream windows.")
             top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
             return self.top_layer(top, training)
+        if self.replaced_token_weight:
+            # The generator's layer; the discriminator reads the words it draws (compute_loss).
+            char_ids = inputs["char_ids"]
+            layers = self.generator(self.backbone.token_encoder(char_ids),
+                                    mask=char_ids_mask(char_ids), training=training)
+            return {"generator": self.top_layer(layers, training)}
         outputs = self.backbone(inputs["char_ids"], training=training)
         top = self.top_layer(outputs["layers"], training)
         if not first_layer_losses:
@@ -115,24 +183,26 @@ class MaskedElmoLanguageModel(LanguageModel):
         keys = self._target_keys(y, training)
         width = self.backbone.output_dim
         half = width // 2
-        masked = y_pred["masked"] if isinstance(y_pred, dict) else y_pred
-        # Only the selected positions are scored (the others have no target); one set of
-        # sampled candidates for every loss of the batch.
-        seed = self.softmax.draw_seed() if training and self.softmax.samples else None
+        totals = loss_counts or self.global_loss_counts(y)
+        if self.replaced_token_weight:
+            if "cloze_targets" in keys:
+                return self._replaced_token_loss(x, y, y_pred["generator"], training, totals)
+            masked = y_pred["generator"]  # held-out batches without originals: the masked LM
+            seed = None
+        else:
+            masked = y_pred["masked"] if isinstance(y_pred, dict) else y_pred
+            # Only the selected positions are scored (the others have no target); one set of
+            # sampled candidates for every loss of the batch.
+            seed = self.softmax.draw_seed() if training and self.softmax.samples else None
         total, count = self.selected_nll(tf.reshape(masked, [-1, width]),
                                          tf.reshape(y["targets"], [-1]), training, seed)
         self.perplexity.update_state(total, count)
-        totals = loss_counts or self.global_loss_counts(y)
         loss = tf.math.divide_no_nan(total, totals["targets"])
+        if self.replaced_token_weight:
+            return loss
         first = y_pred["first_layer"] if keys != {"targets"} else None
         if "cloze_targets" in keys:
-            # Token k (grid k + 1) from the forward half at grid k, which has read the tokens
-            # before it, and the backward half at grid k + 2, which has read those after it.
-            rows = tf.concat([first[:, :-2, :half], first[:, 2:, half:]], -1)
-            cloze, counted = self.selected_nll(tf.reshape(rows, [-1, width]),
-                                               tf.reshape(y["cloze_targets"], [-1]), training,
-                                               seed)
-            self.cloze_perplexity.update_state(cloze, counted)
+            cloze = self._cloze_nll(first, y, training, seed)
             if training:
                 loss += self.cloze_weight * tf.math.divide_no_nan(cloze,
                                                                   totals["cloze_targets"])
@@ -155,11 +225,86 @@ class MaskedElmoLanguageModel(LanguageModel):
         # masked LM's, as any run's.
         return loss
 
+    def _cloze_nll(self, first, y, training, seed):
+        """The cloze loss's NLL sum over the batch's tokens, from the first layer `first` on
+        the `<S> .. </S>` grid: token k (grid k + 1) from the forward half at grid k, which
+        has read the tokens before it, and the backward half at grid k + 2, which has read
+        those after it."""
+        width = self.backbone.output_dim
+        half = width // 2
+        rows = tf.concat([first[:, :-2, :half], first[:, 2:, half:]], -1)
+        cloze, counted = self.selected_nll(tf.reshape(rows, [-1, width]),
+                                           tf.reshape(y["cloze_targets"], [-1]), training,
+                                           seed)
+        self.cloze_perplexity.update_state(cloze, counted)
+        return cloze
+
+    def _replaced_token_loss(self, x, y, generated, training, totals):
+        """The loss with the replaced-token detection (see the class docstring): the
+        generator's masked LM on `generated` (its top layer), the discriminator (the backbone)
+        on the sentence with drawn words, and the cloze loss on the discriminator's first
+        layer. In evaluation the words are drawn from the full softmax with a fixed seed, the
+        discriminator's accuracy and the cloze perplexity are measured, and the loss is the
+        generator's masked LM alone."""
+        seed = self.softmax.draw_seed() if training else tf.constant([0, 0], tf.int32)
+        if not self._vocabulary_set:
+            raise ValueError("the replaced-token detection draws words whose char ids it needs:"
+                             " call set_vocabulary(vocabulary.tokens) before training.")
+        char_ids = x["char_ids"]
+        targets = tf.cast(tf.reshape(y["targets"], [-1]), tf.int32)
+        originals = tf.cast(tf.reshape(y["cloze_targets"], [-1]), tf.int32)
+        rows = tf.reshape(generated, [-1, self.backbone.output_dim])
+        if self.xla:  # static shapes: every row scored and drawn, the unselected weigh 0
+            nll, words = self.softmax.nll_and_samples(rows, tf.maximum(targets, 0), training,
+                                                      seed)
+            selected = targets >= 0
+            total = tf.reduce_sum(tf.where(selected, nll, 0.0))
+            count = tf.reduce_sum(tf.cast(selected, tf.float32))
+            drawn = tf.where(selected, words, originals)
+        else:
+            where = tf.where(targets >= 0)
+            nll, words = self.softmax.nll_and_samples(
+                tf.gather(rows, where[:, 0]), tf.gather(targets, where[:, 0]), training, seed)
+            total, count = tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32)
+            drawn = tf.tensor_scatter_nd_update(originals, where, words)
+        self.perplexity.update_state(total, count)
+        loss = tf.math.divide_no_nan(total, totals["targets"])
+        # The discriminator reads each selected position's drawn word (a word drawn equal to
+        # the original gives back the original's char ids, unless it is out of the
+        # vocabulary), every other position as it is.
+        shape = tf.shape(y["targets"])
+        selected = tf.reshape(targets >= 0, shape)
+        drawn = tf.reshape(drawn, shape)
+        replaced_ids = tf.gather(self.word_char_ids, tf.maximum(drawn, 0))
+        corrupted = tf.where(selected[..., None], tf.cast(replaced_ids, char_ids.dtype),
+                             char_ids)
+        replaced = selected & (drawn != tf.reshape(originals, shape))
+        outputs = self.backbone(corrupted, training=training)
+        top = self.top_layer(outputs["layers"], training)
+        logits = self.replaced_token_head(top)[..., 0]
+        valid = tf.reshape(originals >= 0, shape)
+        labels = tf.cast(replaced, tf.float32)
+        detection = tf.reduce_sum(tf.where(valid, tf.nn.sigmoid_cross_entropy_with_logits(
+            labels=labels, logits=logits), 0.0))
+        self.replaced_token_accuracy.update_state(
+            tf.cast((logits > 0) == replaced, tf.float32), sample_weight=tf.cast(valid,
+                                                                                 tf.float32))
+        if training:
+            loss += self.replaced_token_weight * tf.math.divide_no_nan(detection,
+                                                                       totals["cloze_targets"])
+        if self.cloze_weight:
+            first = self.top_layer(outputs["layers_with_boundaries"], training, index=1)
+            cloze = self._cloze_nll(first, y, training, seed)
+            if training:
+                loss += self.cloze_weight * tf.math.divide_no_nan(cloze,
+                                                                  totals["cloze_targets"])
+        return loss
+
     def _target_keys(self, y, training):
         """The target names of `y`, checked against the losses this model has: every one of
         them in training; in evaluation the masked LM's alone, or with any of the others."""
         wanted = {"targets"}
-        if self.cloze_weight:
+        if self.cloze_weight or self.replaced_token_weight:
             wanted.add("cloze_targets")
         if self.next_token_weight:
             wanted.update(NEXT_TOKEN_TARGETS)
@@ -169,14 +314,16 @@ class MaskedElmoLanguageModel(LanguageModel):
             got = sorted(y) if isinstance(y, dict) else type(y).__name__
             raise ValueError(
                 "MaskedElmoLanguageModel's targets are a dict with 'targets' (and, for the "
-                "cloze loss of a model with cloze_weight > 0, 'cloze_targets'; for the "
+                "cloze loss of a model with cloze_weight > 0 and the replaced-token "
+                "detection, 'cloze_targets'; for the "
                 "next-token loss of a model with next_token_weight > 0, 'forward_targets' and "
                 f"'backward_targets'); got {got}.")
         if training and keys != wanted:
             missing = sorted(wanted - keys)
             raise ValueError(
-                f"this model trains with the first layer's losses (next_token_weight "
-                f"{self.next_token_weight:g}, cloze_weight {self.cloze_weight:g}): its "
+                f"this model trains with more than the masked LM (next_token_weight "
+                f"{self.next_token_weight:g}, cloze_weight {self.cloze_weight:g}, "
+                f"replaced_token_weight {self.replaced_token_weight:g}): its "
                 f"training batches need {missing} too (masked_language_model_dataset("
                 "next_token_targets=..., cloze_targets=...)).")
         return keys
@@ -189,4 +336,5 @@ class MaskedElmoLanguageModel(LanguageModel):
 
     def get_config(self):
         return {**super().get_config(), "next_token_weight": self.next_token_weight,
-                "cloze_weight": self.cloze_weight}
+                "cloze_weight": self.cloze_weight,
+                "replaced_token_weight": self.replaced_token_weight}
