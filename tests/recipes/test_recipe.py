@@ -136,8 +136,15 @@ def test_the_masked_lm_options_round_trip_through_recipes_run_records_and_option
     options = dataclasses.replace(recipe.model,
                                   training=recipe.training_options(100, 1000)).to_options()
     assert options["masked_lm"] == {"masks_per_sentence": 1, "selection_rate": 0.4,
-                                    "next_token_weight": 0.5, "cloze_weight": 0.0}
+                                    "next_token_weight": 0.5, "cloze_weight": 0.0,
+                                    "replaced_token_weight": 0.0}
     assert MaskedElmoConfig.from_options(options).training["masked_lm"] == options["masked_lm"]
+    # The replaced-token detection's weight: recorded when given, left out at 0 (earlier runs
+    # resume).
+    electra = Recipe.from_dict({"base": "tiny_masked", "replaced_token_weight": 50.0})
+    assert recipe_settings(electra)["replaced_token_weight"] == 50.0
+    assert Recipe.from_dict(recipe_settings(electra)).replaced_token_weight == 50.0
+    assert "replaced_token_weight" not in settings
     # Run records of masked runs from before the fields existed hold no next_token_weight or
     # cloze_weight.
     assert not {"next_token_weight", "cloze_weight"} & set(

@@ -1,0 +1,220 @@
+"""ELECTRA's replaced-token detection on Masked ELMo (`replaced_token_weight`): the generator's
+draws, the discriminator's input and labels, and the loss against a NumPy reference; no
+original token at a replaced position; fit from a recipe, with and without XLA."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from elmo_tf import tokens_to_char_ids
+from elmo_tf.data import build_vocabulary
+from elmo_tf.data.generated_corpus import GeneratedLanguage
+from elmo_tf.layers.word_softmax import WordSoftmax
+from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
+from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
+from elmo_tf.recipes.recipe import Recipe
+from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
+from elmo_tf.training.pretraining import build_language_model
+
+WORDS = ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(17)]  # 20 words: a full softmax
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = np.random.default_rng(0)
+    language = GeneratedLanguage()
+    sentences = [language.sample(rng) for _ in range(200)]
+    vocabulary = build_vocabulary(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences)), progress=False)
+    return sentences, vocabulary
+
+
+def _softmax(vocabulary_size, num_negatives, width=6):
+    softmax = WordSoftmax(vocabulary_size, num_negatives)
+    softmax.build((None, width))
+    softmax.kernel.assign(tf.random.stateless_normal(softmax.kernel.shape, [1, 2]))
+    softmax.bias.assign(tf.random.stateless_normal(softmax.bias.shape, [3, 4]))
+    return softmax
+
+
+def test_draws_follow_the_softmax_the_loss_scores():
+    """Full softmax: the NLL is `call`'s and the words' frequencies are the softmax's
+    probabilities. Sampled: the NLL is the sampled estimate `call` gives for the same seed, and
+    each word is the row's target or one of that call's candidates."""
+    softmax = _softmax(12, 64)
+    row = tf.random.stateless_normal([1, 6], [5, 6])
+    rows, targets = tf.repeat(row, 20_000, 0), tf.fill([20_000], 3)
+    nll, words = softmax.nll_and_samples(rows, targets, seed=tf.constant([7, 8]))
+    np.testing.assert_allclose(nll.numpy(), softmax(rows, targets).numpy(), rtol=1e-6)
+    logits = row.numpy() @ softmax.kernel.numpy().T + softmax.bias.numpy()
+    probabilities = np.exp(logits[0] - logits.max()) / np.exp(logits[0] - logits.max()).sum()
+    frequencies = np.bincount(words.numpy(), minlength=12) / 20_000
+    np.testing.assert_allclose(frequencies, probabilities, atol=0.015)
+    sampled = _softmax(1000, 16)
+    rows, targets = tf.random.stateless_normal([50, 6], [9, 9]), tf.range(50) * 7
+    seed = tf.constant([3, 5])
+    nll, words = sampled.nll_and_samples(rows, targets, training=True, seed=seed)
+    np.testing.assert_allclose(nll.numpy(), sampled(rows, targets, training=True,
+                                                    seed=seed).numpy(), rtol=1e-6)
+    from elmo_tf.ops.softmax import log_uniform_candidates
+    candidates = log_uniform_candidates(targets, 16, 1000, seed)[0].numpy()
+    words, targets = words.numpy(), targets.numpy()
+    assert all(w == t or w in candidates for w, t in zip(words, targets))
+    assert (words != targets).any() and (words == targets).any()
+
+
+def _model(weight=50.0, cloze_weight=0.0):
+    keras.utils.set_random_seed(0)
+    backbone = MaskedElmoBackbone.from_architecture("tiny_masked")
+    model = MaskedElmoLanguageModel(backbone, len(WORDS), num_negatives=64,
+                                    replaced_token_weight=weight, cloze_weight=cloze_weight)
+    model.set_vocabulary(WORDS)
+    return model
+
+
+def test_the_loss_against_numpy_with_the_drawn_words_in_place():
+    """A generator that draws one word (its bias far above the others'): the discriminator
+    reads the sentences with that word at every selected position (char ids from the word
+    itself), the labels say replaced wherever it differs from the original, and the loss is the
+    generator's masked-LM mean NLL + weight x the mean binary cross-entropy over every token +
+    the cloze weight x the cloze mean NLL on the discriminator's first layer."""
+    weight, cloze_weight, drawn = 50.0, 0.5, 7
+    model = _model(weight, cloze_weight)
+    bias = np.zeros(len(WORDS), np.float32)
+    bias[drawn] = 60.0
+    model.softmax.bias.assign(bias)
+    sentences = [["w0", "w1", "w2", "w3"], ["w4", "w5", "w6", ""]]
+    originals = np.array([[3, 4, 5, 6], [7, 8, 9, -1]], np.int32)
+    targets = np.array([[-1, 4, -1, 6], [7, -1, -1, -1]], np.int32)  # (1, 0) is w4 = word 7
+    masked = [row[:] for row in sentences]
+    for r, c in zip(*np.nonzero(targets >= 0)):
+        masked[r][c] = "MASK"
+    char_ids = tokens_to_char_ids(masked).numpy()
+    char_ids[targets >= 0] = special_token_char_ids(MASK_CHAR, char_ids.shape[-1])
+    x = {"char_ids": tf.constant(char_ids)}
+    y = {"targets": targets, "cloze_targets": originals}
+    y_pred = model(x, training=True)
+    loss = float(model.compute_loss(x=x, y=y, y_pred=y_pred, training=True))
+
+    kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
+
+    def nll(outputs, ids):
+        keep = ids.reshape(-1) >= 0
+        logits = outputs.reshape(-1, outputs.shape[-1])[keep] @ kernel.T + bias
+        logits -= logits.max(-1, keepdims=True)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        return -log_p[np.arange(keep.sum()), ids.reshape(-1)[keep]]
+
+    generator = nll(y_pred["generator"].numpy(), targets).mean()
+    replaced_sentences = [[WORDS[drawn] if targets[r, c] >= 0 else token
+                           for c, token in enumerate(row)] for r, row in enumerate(sentences)]
+    outputs = model.backbone(tokens_to_char_ids(replaced_sentences))
+    top = outputs["layers"][:, -1].numpy()
+    head_kernel, head_bias = (w.numpy() for w in model.replaced_token_head.weights)
+    logits = (top @ head_kernel + head_bias)[..., 0]
+    labels = ((targets >= 0) & (originals != drawn)).astype(np.float32)
+    assert labels.tolist() == [[0, 1, 0, 1], [0, 0, 0, 0]]
+    bce = np.maximum(logits, 0) - logits * labels + np.log1p(np.exp(-np.abs(logits)))
+    detection = bce[originals >= 0].mean()
+    first = outputs["layers_with_boundaries"][:, 1].numpy()
+    half = first.shape[-1] // 2
+    rows = np.concatenate([first[:, :-2, :half], first[:, 2:, half:]], -1)
+    cloze = nll(rows, originals).mean()
+    assert loss == pytest.approx(generator + weight * detection + cloze_weight * cloze,
+                                 rel=1e-5)
+    accuracy = ((logits > 0) == labels.astype(bool))[originals >= 0].mean()
+    assert float(model.replaced_token_accuracy.result()) == pytest.approx(accuracy)
+    # In evaluation the loss is the generator's masked LM alone.
+    assert float(model.compute_loss(x=x, y=y, y_pred=model(x), training=False)) == \
+        pytest.approx(generator, rel=1e-5)
+
+
+def test_the_discriminator_never_reads_the_original_at_a_replaced_position(monkeypatch):
+    """Whatever the generator draws: at every position labelled replaced the discriminator's
+    input is the drawn word's char ids, never the original's; elsewhere it is the original's."""
+    model = _model()
+    captured = {}
+    call = MaskedElmoBackbone.__call__
+
+    def spy(self, char_ids, **kwargs):
+        captured["char_ids"] = char_ids
+        return call(self, char_ids, **kwargs)
+
+    monkeypatch.setattr(MaskedElmoBackbone, "__call__", spy)
+    sentences = [["w0", "w1", "w2", "w3", "w4"], ["w5", "w6", "w7", "w8", "w9"]]
+    originals = np.array([[3, 4, 5, 6, 7], [8, 9, 10, 11, 12]], np.int32)
+    targets = np.where(np.arange(5) % 2 == 0, originals, -1).astype(np.int32)
+    x = {"char_ids": tokens_to_char_ids(sentences)}
+    table = tokens_to_char_ids([WORDS]).numpy()[0]
+    replaced_any = False
+    for _ in range(5):
+        y = {"targets": targets, "cloze_targets": originals}
+        model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True)
+        seen = captured["char_ids"].numpy()
+        drawn = np.array([[int(np.nonzero((table == token).all(-1))[0][0]) for token in row]
+                          for row in seen])
+        assert (drawn[targets < 0] == originals[targets < 0]).all()
+        replaced = (targets >= 0) & (drawn != originals)
+        assert (seen[replaced] != x["char_ids"].numpy()[replaced]).any(-1).all()
+        replaced_any |= replaced.any()
+    assert replaced_any  # an untrained generator draws other words
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_it_trains_from_a_recipe_and_evaluates_held_out(corpus, xla):
+    sentences, vocabulary = corpus
+    recipe = Recipe.from_dict({"base": "tiny_masked", "replaced_token_weight": 50.0,
+                               "cloze_weight": 1.0, "batch_size": 8,
+                               "num_negatives": 16})
+    lm = build_language_model(recipe, len(vocabulary), xla=xla)
+    assert lm.replaced_token_weight == 50.0
+    with pytest.raises(ValueError, match=r"call set_vocabulary\(vocabulary.tokens\)"):
+        x, y = next(iter(recipe.family.training_batches(
+            tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences[:8])),
+            vocabulary, recipe, per_replica=8, replicas=1, seed=0, pad_to_buckets=False)))
+        lm.compute_loss(x=x, y=y, y_pred=lm(x, training=True), training=True)
+    lm.set_vocabulary(vocabulary.tokens)
+    data = recipe.family.training_batches(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences[:64])), vocabulary,
+        recipe, per_replica=8, replicas=1, seed=0, pad_to_buckets=xla)
+    held_out = recipe.family.evaluation_batches(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences[100:140])),
+        vocabulary, recipe, pad_to_buckets=xla)
+    before = lm.evaluate(held_out, return_dict=True, verbose=0)
+    logs = lm.fit(data, steps_per_epoch=12, epochs=1, verbose=0).history
+    assert 0 < logs["replaced_token_accuracy"][-1] <= 1
+    results = lm.evaluate(held_out, return_dict=True, verbose=0)
+    # The generator learns: its held-out masked LM (the discriminator's task gets harder as it
+    # does, so its loss is no measure of progress).
+    assert results["loss"] < before["loss"], (before, results)
+    assert results["loss"] == pytest.approx(np.log(results["perplexity"]), rel=1e-4)
+    assert 0 < results["replaced_token_accuracy"] <= 1 and results["cloze_perplexity"] > 1
+    again = lm.evaluate(held_out, return_dict=True, verbose=0)  # a fixed held-out draw
+    assert again["replaced_token_accuracy"] == results["replaced_token_accuracy"]
+
+
+def test_recipe_refusals_and_round_trips(tmp_path):
+    with pytest.raises(ValueError, match="replaced_token_weight .*takes mode 'sentence'"):
+        Recipe.from_dict({"base": "masked_elmo_small", "replaced_token_weight": 50.0})
+    with pytest.raises(ValueError, match="replaced_token_weight takes no next_token_weight"):
+        Recipe.from_dict({"base": "masked_elmo_cpu", "replaced_token_weight": 50.0,
+                          "next_token_weight": 1.0})
+    with pytest.raises(ValueError, match="replaced_token_weight must be"):
+        Recipe.from_dict({"base": "masked_elmo_cpu", "replaced_token_weight": -1})
+    model = _model(weight=20.0)
+    with pytest.raises(ValueError, match="the 20 tokens"):
+        model.set_vocabulary(WORDS[:5])
+    config = model.get_config()
+    assert config["replaced_token_weight"] == 20.0
+    clone = MaskedElmoLanguageModel.from_config(config)
+    assert clone.replaced_token_weight == 20.0
+    # The generator, the head and the words' char ids are the task's weights: saved and loaded.
+    path = str(tmp_path / "lm.weights.h5")
+    for lm in (model, clone):
+        lm({"char_ids": tf.zeros([1, 1, 50], tf.int32)})  # built, as the family builds it
+    model.save_weights(path)
+    clone.load_weights(path)
+    np.testing.assert_array_equal(clone.word_char_ids.numpy(), model.word_char_ids.numpy())
+    for a, b in zip(model.generator.weights, clone.generator.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
