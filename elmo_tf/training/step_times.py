@@ -1,8 +1,11 @@
 """`StepTimes`: the training speed a run records about itself."""
 
+import logging
 import time
 
 import keras
+
+logger = logging.getLogger("elmo_tf")
 
 
 class StepTimes(keras.callbacks.Callback):
@@ -16,6 +19,10 @@ class StepTimes(keras.callbacks.Callback):
       intervals (checkpoints, validation); with at least 5 steps;
     * `tokens_per_second`: `tokens_per_step` at that speed;
     * `steps`: the steps timed.
+
+    The first step's seconds are also logged when it ends: Keras's progress bar bases its
+    first ETA on that step alone (tracing and compilation included) and leaves it out from the
+    second step on.
 
     What the benchmarks read (`bench/pretraining_value.py`'s calibration), instead of Keras's
     progress bar.
@@ -45,6 +52,9 @@ class StepTimes(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         self.ends.append((self.epoch, time.monotonic()))
+        if len(self.ends) == 1 and self.run is not None:
+            logger.info("first step: %.1f s, tracing and compiling included (the ETA leaves "
+                        "it out from the second step on)", self.ends[0][1] - self.began)
 
     def on_train_end(self, logs=None):
         if not self.ends:

@@ -16,7 +16,7 @@ class _Run:
 
 
 def test_the_steady_steps_leave_out_the_first_fifth_and_what_runs_between_intervals(
-        monkeypatch):
+        monkeypatch, caplog):
     # Two intervals of 10 steps: the first step ends at 60 s (compilation), the next three
     # take 2.5 s (new batch shapes), every other 0.5 s; 30 s of checkpoint between intervals.
     ends = [60.0]
@@ -29,6 +29,7 @@ def test_the_steady_steps_leave_out_the_first_fifth_and_what_runs_between_interv
     monkeypatch.setattr(step_times.time, "monotonic", lambda: next(clock))
     run, record = _Run(), {"steps": 20}
     callback = StepTimes(run, record, tokens_per_step=1000.0)
+    caplog.set_level("INFO", logger="elmo_tf")
     callback.on_train_begin()
     for epoch in range(2):
         callback.on_epoch_begin(epoch)
@@ -40,6 +41,11 @@ def test_the_steady_steps_leave_out_the_first_fifth_and_what_runs_between_interv
                                "steady_seconds_per_step": pytest.approx(0.5),
                                "tokens_per_second": pytest.approx(2000.0)}
     assert run.written == [record]
+    # The first step's time, said once when it ends (the ETA of the progress bar's first step
+    # is that step's alone).
+    said = [r.getMessage() for r in caplog.records if "first step" in r.getMessage()]
+    assert said == ["first step: 60.0 s, tracing and compiling included (the ETA leaves it "
+                    "out from the second step on)"]
 
 
 def test_few_steps_record_no_steady_time_and_another_worker_writes_nothing(monkeypatch):
