@@ -96,9 +96,6 @@ MODELS = {
     # discriminator of every token at ELECTRA's weight 50, with the cloze loss kept.
     "masked_elmo_rtd": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
                         "replaced_token_weight": 50.0, "cloze_weight": 1.0},
-    # ... and ELECTRA's objective alone (no cloze loss).
-    "masked_elmo_electra": {"base": "masked_elmo_cpu", "selection_rate": 0.15,
-                            "replaced_token_weight": 50.0, "cloze_weight": 0.0},
     # The size lever at equal compute: elmo_cpu's LSTMs twice as wide (4x their FLOPs per
     # token), the same char CNN, vocabulary and training.
     "elmo_wide": {"base": "elmo_cpu", "model": _wider("elmo_cpu")},

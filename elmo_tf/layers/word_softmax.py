@@ -6,7 +6,9 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.ops.softmax import full_softmax_nll, sampled_softmax_logits, sampled_softmax_nll
+from elmo_tf.ops.chunking import map_in_chunks
+from elmo_tf.ops.random import stateless_uniform
+from elmo_tf.ops.softmax import MAX_LOGITS_PER_CHUNK, full_softmax_nll, sampled_softmax_nll
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -75,14 +77,14 @@ class WordSoftmax(keras.layers.Layer):
                                        self.num_negatives, seed, columns)
         return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns)
 
-    def nll_and_samples(self, outputs, targets, training=False, seed=None):
-        """Each row's NLL (as `call`) and a word drawn from the row's softmax: a generator's
-        loss and its samples (`MaskedElmoLanguageModel`'s replaced-token detection).
+    def nll_and_samples(self, outputs, targets, training=False, seed=None, drawable=None):
+        """Each row's NLL (as `call`) and a word drawn from the row's full softmax: a
+        generator's loss and its samples (`MaskedElmoLanguageModel`'s replaced-token
+        detection).
 
-        The words are drawn from the distribution the loss scores: in training with `samples`,
-        the sampled softmax's (the row's target and the call's candidates, logits corrected
-        by their expected counts, accidental hits removed: an importance-sampled estimate of
-        the full softmax); otherwise the full softmax's. No gradient flows through the draw.
+        The loss is `call`'s (sampled in training with `samples`); the words are drawn from the
+        full softmax (`draw`), whatever the loss's estimate: a word drawn from the sampled
+        softmax's candidates and target would favour the target (its column is always there).
 
         Args:
             outputs: float `[n, P]`.
@@ -90,23 +92,40 @@ class WordSoftmax(keras.layers.Layer):
             training: Python bool, as `call`'s.
             seed: int32 `[2]`: the candidates' seed (drawn when None); the draw's is folded
                 from it.
+            drawable: bool `[V]`, the words that may be drawn (all when None).
 
         Returns:
             `(nll, words)`: float32 `[n]` and int32 `[n]`.
         """
-        outputs = tf.cast(outputs, tf.float32)
-        targets = tf.cast(targets, tf.int32)
         seed = self.draw_seed() if seed is None else seed
-        if training and self.samples:
-            logits, candidates = sampled_softmax_logits(self.kernel, self.bias, outputs,
-                                                        targets, self.num_negatives, seed)
-            ids = tf.concat([tf.zeros([1], tf.int32), candidates], 0)
-            choice = _draw(logits, seed)
-            words = tf.where(choice == 0, targets, tf.gather(ids, choice))
-            return tf.reduce_logsumexp(logits, axis=1) - logits[:, 0], words
-        logits = tf.matmul(outputs, self.kernel, transpose_b=True) + self.bias
-        return (tf.nn.sparse_softmax_cross_entropy_with_logits(targets, logits),
-                _draw(logits, seed))
+        return (self(outputs, targets, training=training, seed=seed),
+                self.draw(outputs, tf.random.experimental.stateless_fold_in(seed, 1),
+                          drawable))
+
+    def draw(self, outputs, seed, drawable=None):
+        """One word per row of `outputs` `[n, P]` drawn from its full softmax (the Gumbel-max
+        trick, no gradient), a bounded number of rows at a time as the full softmax's loss;
+        `seed`: int32 `[2]`; `drawable`: bool `[V]`, the words that may be drawn (all when
+        None). Returns int32 `[n]`."""
+        kernel = tf.stop_gradient(tf.convert_to_tensor(self.kernel))
+        bias = tf.stop_gradient(tf.convert_to_tensor(self.bias))
+        if drawable is not None:
+            bias = tf.where(drawable, bias, -math.inf)
+        outputs = tf.stop_gradient(tf.cast(outputs, tf.float32))
+
+        def chunk(rows):
+            logits = tf.matmul(rows[:, :-1], kernel, transpose_b=True) + bias
+            # Each chunk's noise from the seed and its first row's index (exact in float32).
+            chunk_seed = tf.random.experimental.stateless_fold_in(
+                seed, tf.cast(rows[0, -1], tf.int32))
+            uniform = stateless_uniform(tf.shape(logits), chunk_seed)
+            gumbel = -tf.math.log(-tf.math.log(tf.cast(uniform, tf.float32) + 1e-20) + 1e-20)
+            return tf.cast(tf.argmax(logits + gumbel, axis=-1), tf.int32)
+
+        index = tf.cast(tf.range(tf.shape(outputs)[0]), tf.float32)[:, None]
+        return map_in_chunks(chunk, tf.concat([outputs, index], 1),
+                             max(1, MAX_LOGITS_PER_CHUNK // self.vocabulary_size),
+                             tf.TensorSpec([None], tf.int32))
 
     def draw_seed(self):
         """A new int32 `[2]` seed for the sampled candidates. The op's seed is the same on
@@ -132,9 +151,3 @@ class WordSoftmax(keras.layers.Layer):
         config.update(vocabulary_size=self.vocabulary_size, num_negatives=self.num_negatives)
         return config
 
-
-def _draw(logits, seed):
-    """One column per row of `logits` `[n, k]`, drawn from its softmax (no gradient)."""
-    seed = tf.random.experimental.stateless_fold_in(seed, 1)
-    return tf.cast(tf.random.stateless_categorical(tf.stop_gradient(logits), 1, seed)[:, 0],
-                   tf.int32)

@@ -100,15 +100,7 @@ def log_uniform_candidates(true_ids, num_sampled, range_max, seed):
 
 
 def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, columns=None):
-    """Per-row NLL of the sampled softmax, as `tf.nn.sampled_softmax_loss` computes it
-    (`sampled_softmax_logits`' arguments; float32 `[n]`)."""
-    logits, _ = sampled_softmax_logits(kernel, bias, outputs, targets, num_sampled, seed,
-                                       columns)
-    return tf.reduce_logsumexp(logits, axis=1) - logits[:, 0]
-
-
-def sampled_softmax_logits(kernel, bias, outputs, targets, num_sampled, seed, columns=None):
-    """The sampled softmax's logits, as `tf.nn.sampled_softmax_loss` scores them.
+    """Per-row NLL of the sampled softmax, as `tf.nn.sampled_softmax_loss` computes it.
 
     One set of `num_sampled` log-uniform candidates serves every row; logits are corrected by
     the log expected counts, and a candidate equal to a row's target is removed from that row.
@@ -124,9 +116,7 @@ def sampled_softmax_logits(kernel, bias, outputs, targets, num_sampled, seed, co
             `[n, stop - start]`); all of them when None.
 
     Returns:
-        `(logits, candidates)`: float32 `[n, 1 + num_sampled]`, column 0 each row's target
-        and column `j + 1` candidate `j` (the float32 minimum for an accidental hit), and the
-        int32 candidate ids `[num_sampled]`.
+        float32 `[n]`.
     """
     targets = tf.cast(targets, tf.int32)
     sampled, true_expected, sampled_expected = log_uniform_candidates(
@@ -145,7 +135,8 @@ def sampled_softmax_logits(kernel, bias, outputs, targets, num_sampled, seed, co
     hits = tf.equal(targets[:, None], sampled[None, :])
     # TF adds -FLT_MAX to an accidental hit's logit; its softmax weight is exactly 0 either way.
     sampled_logits = tf.where(hits, tf.float32.min, sampled_logits)
-    return tf.concat([true_logits[:, None], sampled_logits], 1), sampled
+    logits = tf.concat([true_logits[:, None], sampled_logits], 1)
+    return tf.reduce_logsumexp(logits, axis=1) - true_logits
 
 
 def full_softmax_nll(kernel, bias, outputs, targets, columns=None):

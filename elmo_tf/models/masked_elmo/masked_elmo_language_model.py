@@ -9,6 +9,7 @@ from elmo_tf.metrics.perplexity import Perplexity
 from elmo_tf.models.language_model import LanguageModel
 from elmo_tf.ops.padding import char_ids_mask
 from elmo_tf.text.char_ids import tokens_to_char_ids
+from elmo_tf.text.vocabulary import Vocabulary
 
 NEXT_TOKEN_TARGETS = ("forward_targets", "backward_targets")
 
@@ -47,7 +48,8 @@ class MaskedElmoLanguageModel(LanguageModel):
     small *generator*: the backbone's token encoder (shared, as ELECTRA shares its embeddings)
     and one bidirectional layer of a quarter of the backbone's memory cells, through this
     model's softmax. At each selected position a word is drawn from the generator's softmax
-    (`WordSoftmax.nll_and_samples`), and the backbone, the *discriminator*, reads the sentence
+    (`WordSoftmax.nll_and_samples`: the full softmax, never a special token), and the
+    backbone, the *discriminator*, reads the sentence
     with the drawn words in place of the selected ones (their char ids from the vocabulary,
     `set_vocabulary`) and predicts at every token, from `[forward; backward]` of its top layer,
     whether the token was replaced (a word drawn equal to the original is not). The loss is
@@ -55,12 +57,15 @@ class MaskedElmoLanguageModel(LanguageModel):
     cross-entropy over every token (ELECTRA's weight: 50), plus the cloze loss on the
     discriminator's first layer with `cloze_weight` > 0; `perplexity` is the generator's
     masked-LM perplexity (the discriminator has no softmax of its own) and
-    `replaced_token_accuracy` the discriminator's accuracy. The backbone saved and embedded
-    is the discriminator; the generator is the task's. No gradient flows through the draw.
+    `replaced_token_accuracy` the discriminator's accuracy (`replaced_token_share`: the share
+    of tokens replaced, whose complement "never replaced" scores). The backbone saved and
+    embedded is the discriminator; the generator is the task's. No gradient flows through the
+    draw.
 
     The first layer's losses and the replaced-token detection read sentence inputs only;
-    training batches must hold their targets. In evaluation the loss is the masked LM's alone (so that held-out losses compare
-    across runs); their perplexities are measured where the batches hold their targets.
+    training batches must hold their targets. In evaluation the loss is the masked LM's alone
+    (so that held-out losses compare across runs); their perplexities are measured where the
+    batches hold their targets.
 
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
     (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
@@ -82,9 +87,9 @@ class MaskedElmoLanguageModel(LanguageModel):
         next_token_weight: the weight of the first layer's next-token loss (0: none).
         cloze_weight: the weight of the first layer's cloze loss (0: none; both 0: BERT's
             masked LM alone).
-        replaced_token_weight: the weight of the replaced-token detection (0: none; then the
-            generator's softmax is the masked LM's, and `set_vocabulary` must be called before
-            training). It takes no `next_token_weight`.
+        replaced_token_weight: the weight of the replaced-token detection (0: none). With
+            it, the masked LM's softmax is the generator's, `set_vocabulary` must be called
+            before training or scoring, and `next_token_weight` must be 0.
 
     Example:
     >>> backbone = MaskedElmoBackbone.from_architecture("tiny_masked")
@@ -122,12 +127,14 @@ class MaskedElmoLanguageModel(LanguageModel):
                                                           name="replaced_token_head")
             self.replaced_token_head.build((None, backbone.output_dim))
             # Each word's char ids, for the words the generator draws (`set_vocabulary`).
+            # Not saved with the weights (`save_own_variables`): the vocabulary gives them back.
             self.word_char_ids = self.add_weight(
-                name="word_char_ids", shape=(vocabulary_size,
-                                             config.max_characters_per_token),
+                name="word_char_ids", shape=(vocabulary_size, config.max_characters_per_token),
                 dtype="int32", initializer="zeros", trainable=False)
             self._vocabulary_set = False
             self.replaced_token_accuracy = keras.metrics.Mean(name="replaced_token_accuracy")
+            # The share of tokens replaced: 1 minus it is what "never replaced" scores.
+            self.replaced_token_share = keras.metrics.Mean(name="replaced_token_share")
         # === Metrics ===
         self.perplexity = Perplexity(name="perplexity")
         if self.next_token_weight:
@@ -137,16 +144,32 @@ class MaskedElmoLanguageModel(LanguageModel):
 
     def set_vocabulary(self, tokens):
         """Gives the replaced-token detection the char ids of the vocabulary's words (`tokens`
-        in id order, e.g. `Vocabulary.tokens`), the words its generator draws; nothing to do
-        for the other losses."""
+        in id order, e.g. `Vocabulary.tokens`), the words its generator draws (never `<S>`,
+        `</S>` or `<UNK>`, which no sentence holds as a word: their rows stay zero); nothing
+        to do for the other losses."""
         if not self.replaced_token_weight:
             return
         if len(tokens) != self.vocabulary_size:
             raise ValueError(f"set_vocabulary takes the {self.vocabulary_size} tokens of the "
                              f"softmax's vocabulary, in id order; got {len(tokens)}.")
-        self.word_char_ids.assign(tokens_to_char_ids(
-            [list(tokens)], self.word_char_ids.shape[1])[0])
+        words = [token if token not in Vocabulary.SPECIALS else "" for token in tokens]
+        self.word_char_ids.assign(tokens_to_char_ids([words], self.word_char_ids.shape[1])[0])
         self._vocabulary_set = True
+
+    def save_own_variables(self, store):
+        """Every weight of the task's own but the words' char ids (`set_vocabulary`'s: 50 int32
+        per word, recomputed from the vocabulary, which every run keeps)."""
+        for i, variable in enumerate(self._saved_own_variables()):
+            store[str(i)] = variable
+
+    def load_own_variables(self, store):
+        for i, variable in enumerate(self._saved_own_variables()):
+            variable.assign(store[str(i)])
+
+    def _saved_own_variables(self):
+        kept = getattr(self, "word_char_ids", None)
+        return [v for v in self._trainable_variables + self._non_trainable_variables
+                if v is not kept]
 
     def call(self, inputs, training=False):
         if not isinstance(inputs, dict) or set(inputs) not in ({"char_ids"},
@@ -254,9 +277,10 @@ class MaskedElmoLanguageModel(LanguageModel):
         targets = tf.cast(tf.reshape(y["targets"], [-1]), tf.int32)
         originals = tf.cast(tf.reshape(y["cloze_targets"], [-1]), tf.int32)
         rows = tf.reshape(generated, [-1, self.backbone.output_dim])
+        drawable = tf.reduce_any(self.word_char_ids > 0, axis=-1)  # not the specials
         if self.xla:  # static shapes: every row scored and drawn, the unselected weigh 0
             nll, words = self.softmax.nll_and_samples(rows, tf.maximum(targets, 0), training,
-                                                      seed)
+                                                      seed, drawable)
             selected = targets >= 0
             total = tf.reduce_sum(tf.where(selected, nll, 0.0))
             count = tf.reduce_sum(tf.cast(selected, tf.float32))
@@ -264,14 +288,15 @@ class MaskedElmoLanguageModel(LanguageModel):
         else:
             where = tf.where(targets >= 0)
             nll, words = self.softmax.nll_and_samples(
-                tf.gather(rows, where[:, 0]), tf.gather(targets, where[:, 0]), training, seed)
+                tf.gather(rows, where[:, 0]), tf.gather(targets, where[:, 0]), training, seed,
+                drawable)
             total, count = tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32)
             drawn = tf.tensor_scatter_nd_update(originals, where, words)
         self.perplexity.update_state(total, count)
         loss = tf.math.divide_no_nan(total, totals["targets"])
         # The discriminator reads each selected position's drawn word (a word drawn equal to
-        # the original gives back the original's char ids, unless it is out of the
-        # vocabulary), every other position as it is.
+        # the original gives back the original's char ids; an original out of the vocabulary
+        # is always replaced, `<UNK>` is never drawn), every other position as it is.
         shape = tf.shape(y["targets"])
         selected = tf.reshape(targets >= 0, shape)
         drawn = tf.reshape(drawn, shape)
@@ -286,9 +311,10 @@ class MaskedElmoLanguageModel(LanguageModel):
         labels = tf.cast(replaced, tf.float32)
         detection = tf.reduce_sum(tf.where(valid, tf.nn.sigmoid_cross_entropy_with_logits(
             labels=labels, logits=logits), 0.0))
-        self.replaced_token_accuracy.update_state(
-            tf.cast((logits > 0) == replaced, tf.float32), sample_weight=tf.cast(valid,
-                                                                                 tf.float32))
+        weights = tf.cast(valid, tf.float32)
+        self.replaced_token_accuracy.update_state(tf.cast((logits > 0) == replaced, tf.float32),
+                                                  sample_weight=weights)
+        self.replaced_token_share.update_state(labels, sample_weight=weights)
         if training:
             loss += self.replaced_token_weight * tf.math.divide_no_nan(detection,
                                                                        totals["cloze_targets"])

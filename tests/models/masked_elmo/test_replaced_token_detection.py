@@ -38,30 +38,29 @@ def _softmax(vocabulary_size, num_negatives, width=6):
     return softmax
 
 
-def test_draws_follow_the_softmax_the_loss_scores():
-    """Full softmax: the NLL is `call`'s and the words' frequencies are the softmax's
-    probabilities. Sampled: the NLL is the sampled estimate `call` gives for the same seed, and
-    each word is the row's target or one of that call's candidates."""
-    softmax = _softmax(12, 64)
+@pytest.mark.parametrize("training", [False, True])
+def test_draws_follow_the_full_softmax_whatever_the_loss_estimates(training):
+    """The NLL is `call`'s (the sampled estimate in training: 12 words, 4 candidates) and the
+    words' frequencies are the full softmax's probabilities, the rarest word's too (a draw from
+    the sampled softmax's target and candidates would favour the target); words not drawable
+    never come."""
+    softmax = _softmax(12, 4)
     row = tf.random.stateless_normal([1, 6], [5, 6])
-    rows, targets = tf.repeat(row, 20_000, 0), tf.fill([20_000], 3)
-    nll, words = softmax.nll_and_samples(rows, targets, seed=tf.constant([7, 8]))
-    np.testing.assert_allclose(nll.numpy(), softmax(rows, targets).numpy(), rtol=1e-6)
-    logits = row.numpy() @ softmax.kernel.numpy().T + softmax.bias.numpy()
-    probabilities = np.exp(logits[0] - logits.max()) / np.exp(logits[0] - logits.max()).sum()
+    rows, targets = tf.repeat(row, 20_000, 0), tf.fill([20_000], 11)
+    seed = tf.constant([7, 8])
+    nll, words = softmax.nll_and_samples(rows, targets, training=training, seed=seed)
+    np.testing.assert_allclose(nll.numpy(), softmax(rows, targets, training=training,
+                                                    seed=seed).numpy(), rtol=1e-6)
+    logits = (row.numpy() @ softmax.kernel.numpy().T + softmax.bias.numpy())[0]
+    probabilities = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
     frequencies = np.bincount(words.numpy(), minlength=12) / 20_000
     np.testing.assert_allclose(frequencies, probabilities, atol=0.015)
-    sampled = _softmax(1000, 16)
-    rows, targets = tf.random.stateless_normal([50, 6], [9, 9]), tf.range(50) * 7
-    seed = tf.constant([3, 5])
-    nll, words = sampled.nll_and_samples(rows, targets, training=True, seed=seed)
-    np.testing.assert_allclose(nll.numpy(), sampled(rows, targets, training=True,
-                                                    seed=seed).numpy(), rtol=1e-6)
-    from elmo_tf.ops.softmax import log_uniform_candidates
-    candidates = log_uniform_candidates(targets, 16, 1000, seed)[0].numpy()
-    words, targets = words.numpy(), targets.numpy()
-    assert all(w == t or w in candidates for w, t in zip(words, targets))
-    assert (words != targets).any() and (words == targets).any()
+    drawable = tf.constant([False] * 3 + [True] * 9)
+    _, words = softmax.nll_and_samples(rows, targets, training=training, seed=seed,
+                                       drawable=drawable)
+    assert words.numpy().min() >= 3
+    again = softmax.draw(rows[:5], seed)  # a seed fixes the draws
+    np.testing.assert_array_equal(again.numpy(), softmax.draw(rows[:5], seed).numpy())
 
 
 def _model(weight=50.0, cloze_weight=0.0):
@@ -73,7 +72,8 @@ def _model(weight=50.0, cloze_weight=0.0):
     return model
 
 
-def test_the_loss_against_numpy_with_the_drawn_words_in_place():
+@pytest.mark.parametrize("xla", [False, True])
+def test_the_loss_against_numpy_with_the_drawn_words_in_place(xla):
     """A generator that draws one word (its bias far above the others'): the discriminator
     reads the sentences with that word at every selected position (char ids from the word
     itself), the labels say replaced wherever it differs from the original, and the loss is the
@@ -81,6 +81,7 @@ def test_the_loss_against_numpy_with_the_drawn_words_in_place():
     the cloze weight x the cloze mean NLL on the discriminator's first layer."""
     weight, cloze_weight, drawn = 50.0, 0.5, 7
     model = _model(weight, cloze_weight)
+    model.xla = xla  # the branch that scores and draws every row, as compiled steps do
     bias = np.zeros(len(WORDS), np.float32)
     bias[drawn] = 60.0
     model.softmax.bias.assign(bias)
@@ -130,34 +131,45 @@ def test_the_loss_against_numpy_with_the_drawn_words_in_place():
         pytest.approx(generator, rel=1e-5)
 
 
-def test_the_discriminator_never_reads_the_original_at_a_replaced_position(monkeypatch):
-    """Whatever the generator draws: at every position labelled replaced the discriminator's
-    input is the drawn word's char ids, never the original's; elsewhere it is the original's."""
+def test_a_token_is_labelled_replaced_exactly_where_the_discriminator_reads_another_word(
+        monkeypatch):
+    """Whatever the generator draws: the discriminator reads, at every selected position, a
+    drawn word that is not a special token (out-of-vocabulary originals included), every other
+    position as it is, and the loss's label is "replaced" exactly where the word it reads is
+    not the original."""
     model = _model()
     captured = {}
     call = MaskedElmoBackbone.__call__
+    loss = tf.nn.sigmoid_cross_entropy_with_logits
 
-    def spy(self, char_ids, **kwargs):
+    def read(self, char_ids, **kwargs):
         captured["char_ids"] = char_ids
         return call(self, char_ids, **kwargs)
 
-    monkeypatch.setattr(MaskedElmoBackbone, "__call__", spy)
-    sentences = [["w0", "w1", "w2", "w3", "w4"], ["w5", "w6", "w7", "w8", "w9"]]
-    originals = np.array([[3, 4, 5, 6, 7], [8, 9, 10, 11, 12]], np.int32)
+    def labelled(labels, logits):
+        captured["labels"] = labels
+        return loss(labels=labels, logits=logits)
+
+    monkeypatch.setattr(MaskedElmoBackbone, "__call__", read)
+    monkeypatch.setattr(tf.nn, "sigmoid_cross_entropy_with_logits", labelled)
+    sentences = [["w0", "w1", "oov", "w3", "w4"], ["w5", "w6", "w7", "w8", "w9"]]
+    originals = np.array([[3, 4, 2, 6, 7], [8, 9, 10, 11, 12]], np.int32)  # 2: <UNK>
     targets = np.where(np.arange(5) % 2 == 0, originals, -1).astype(np.int32)
     x = {"char_ids": tokens_to_char_ids(sentences)}
-    table = tokens_to_char_ids([WORDS]).numpy()[0]
+    spelled = tokens_to_char_ids([WORDS]).numpy()[0]
     replaced_any = False
     for _ in range(5):
         y = {"targets": targets, "cloze_targets": originals}
         model.compute_loss(x=x, y=y, y_pred=model(x, training=True), training=True)
-        seen = captured["char_ids"].numpy()
-        drawn = np.array([[int(np.nonzero((table == token).all(-1))[0][0]) for token in row]
+        seen, labels = captured["char_ids"].numpy(), captured["labels"].numpy()
+        same = (seen == x["char_ids"].numpy()).all(-1)
+        assert same[targets < 0].all()
+        drawn = np.array([[int(np.nonzero((spelled == token).all(-1))[0][0])
+                           if (spelled == token).all(-1).any() else -1 for token in row]
                           for row in seen])
-        assert (drawn[targets < 0] == originals[targets < 0]).all()
-        replaced = (targets >= 0) & (drawn != originals)
-        assert (seen[replaced] != x["char_ids"].numpy()[replaced]).any(-1).all()
-        replaced_any |= replaced.any()
+        assert (drawn[targets >= 0] >= 3).all()  # a word, never <S>, </S> or <UNK>
+        np.testing.assert_array_equal(labels, (~same).astype(np.float32))
+        replaced_any |= bool(labels.any())
     assert replaced_any  # an untrained generator draws other words
 
 
@@ -209,12 +221,21 @@ def test_recipe_refusals_and_round_trips(tmp_path):
     assert config["replaced_token_weight"] == 20.0
     clone = MaskedElmoLanguageModel.from_config(config)
     assert clone.replaced_token_weight == 20.0
-    # The generator, the head and the words' char ids are the task's weights: saved and loaded.
+    # The generator and the head are the task's weights, saved and loaded; the words' char ids
+    # are not saved: the vocabulary gives them back.
     path = str(tmp_path / "lm.weights.h5")
     for lm in (model, clone):
         lm({"char_ids": tf.zeros([1, 1, 50], tf.int32)})  # built, as the family builds it
     model.save_weights(path)
     clone.load_weights(path)
-    np.testing.assert_array_equal(clone.word_char_ids.numpy(), model.word_char_ids.numpy())
-    for a, b in zip(model.generator.weights, clone.generator.weights):
+    for a, b in zip(model.generator.weights + model.replaced_token_head.weights,
+                    clone.generator.weights + clone.replaced_token_head.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert not clone.word_char_ids.numpy().any()
+    x = {"char_ids": tokens_to_char_ids([["w1", "w2"]])}
+    y = {"targets": np.array([[4, -1]], np.int32), "cloze_targets": np.array([[4, 5]], np.int32)}
+    with pytest.raises(ValueError, match=r"call set_vocabulary"):
+        clone.compute_loss(x=x, y=y, y_pred=clone(x), training=False)
+    clone.set_vocabulary(WORDS)
+    np.testing.assert_array_equal(clone.word_char_ids.numpy(), model.word_char_ids.numpy())
+    assert not model.word_char_ids.numpy()[:3].any()  # the specials: never drawn
