@@ -26,6 +26,16 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
+def softmax_nll(outputs, ids, kernel, bias):
+    """Each row's NLL under the full softmax `outputs @ kernel.T + bias`, for the rows of
+    `outputs` (`[..., P]`) whose id (`ids`, `[...]`) is >= 0, in row order."""
+    keep = ids.reshape(-1) >= 0
+    logits = outputs.reshape(-1, outputs.shape[-1])[keep] @ kernel.T + bias
+    logits = logits - logits.max(-1, keepdims=True)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return -log_p[np.arange(keep.sum()), ids.reshape(-1)[keep]]
+
+
 def char_cnn(ids, weights, options):
     """Char ids `[n, 50]` -> CNN features `[n, N]` (spec §4.1 steps 1-3)."""
     table = np.vstack([np.zeros((1, weights["char_embed"].shape[1])), weights["char_embed"]])

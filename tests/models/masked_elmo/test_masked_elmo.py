@@ -8,10 +8,8 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding, tokens_to_char_ids
-from elmo_tf.data import build_vocabulary
 from elmo_tf.text import Vocabulary
 from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
-from elmo_tf.data.generated_corpus import GeneratedLanguage
 from elmo_tf.data.language_model_dataset import BUCKET_BOUNDARIES
 from elmo_tf.data.masked_language_model_dataset import masked_language_model_dataset
 from elmo_tf.export import export_saved_model, write_embeddings
@@ -19,20 +17,11 @@ from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.ops.masking import mask_tokens
+from tests import reference
 from tests.checks import run_backbone_test, run_task_test
 from tests.conftest import assert_skipping_resumes_exactly
 
 TOKENS = [["a", "bb", "ccc"], ["dddd", "", ""]]
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    rng = np.random.default_rng(0)
-    language = GeneratedLanguage()
-    sentences = [language.sample(rng) for _ in range(600)]
-    vocabulary = build_vocabulary(
-        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences)), progress=False)
-    return sentences, vocabulary
 
 
 def _dataset(sentences, vocabulary, **kwargs):
@@ -263,11 +252,7 @@ def test_the_cloze_loss_predicts_each_token_from_the_first_layers_halves_around_
     kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
 
     def mean_nll(outputs, ids):
-        keep = ids.reshape(-1) >= 0
-        logits = outputs.reshape(-1, outputs.shape[-1])[keep] @ kernel.T + bias
-        logits -= logits.max(-1, keepdims=True)
-        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-        return -log_p[np.arange(keep.sum()), ids.reshape(-1)[keep]].mean()
+        return reference.softmax_nll(outputs, ids, kernel, bias).mean()
 
     masked_alone = mean_nll(y_pred["masked"].numpy(), targets["targets"])
     cloze = mean_nll(rows, targets["cloze_targets"])

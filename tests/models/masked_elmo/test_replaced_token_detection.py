@@ -8,26 +8,15 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf import tokens_to_char_ids
-from elmo_tf.data import build_vocabulary
-from elmo_tf.data.generated_corpus import GeneratedLanguage
 from elmo_tf.layers.word_softmax import WordSoftmax
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_language_model import MaskedElmoLanguageModel
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.text.char_ids import MASK_CHAR, special_token_char_ids
 from elmo_tf.training.pretraining import build_language_model
+from tests import reference
 
 WORDS = ["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(17)]  # 20 words: a full softmax
-
-
-@pytest.fixture(scope="module")
-def corpus():
-    rng = np.random.default_rng(0)
-    language = GeneratedLanguage()
-    sentences = [language.sample(rng) for _ in range(200)]
-    vocabulary = build_vocabulary(
-        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences)), progress=False)
-    return sentences, vocabulary
 
 
 def _softmax(vocabulary_size, num_negatives, width=6):
@@ -101,11 +90,7 @@ def test_the_loss_against_numpy_with_the_drawn_words_in_place(xla):
     kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
 
     def nll(outputs, ids):
-        keep = ids.reshape(-1) >= 0
-        logits = outputs.reshape(-1, outputs.shape[-1])[keep] @ kernel.T + bias
-        logits -= logits.max(-1, keepdims=True)
-        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-        return -log_p[np.arange(keep.sum()), ids.reshape(-1)[keep]]
+        return reference.softmax_nll(outputs, ids, kernel, bias)
 
     generator = nll(y_pred["generator"].numpy(), targets).mean()
     replaced_sentences = [[WORDS[drawn] if targets[r, c] >= 0 else token
