@@ -118,8 +118,11 @@ class WordSoftmax(keras.layers.Layer):
             # Each chunk's noise from the seed and its first row's index (exact in float32).
             chunk_seed = tf.random.experimental.stateless_fold_in(
                 seed, tf.cast(rows[0, -1], tf.int32))
+            # Gumbel noise from float64 uniforms in [0, 1): a float32 cast would round the
+            # largest to 1 (in about one row in a thousand at 32k words) and give that word
+            # a near-certain draw.
             uniform = stateless_uniform(tf.shape(logits), chunk_seed)
-            gumbel = -tf.math.log(-tf.math.log(tf.cast(uniform, tf.float32) + 1e-20) + 1e-20)
+            gumbel = tf.cast(-tf.math.log(-tf.math.log(uniform)), tf.float32)
             return tf.cast(tf.argmax(logits + gumbel, axis=-1), tf.int32)
 
         index = tf.cast(tf.range(tf.shape(outputs)[0]), tf.float32)[:, None]
@@ -150,4 +153,3 @@ class WordSoftmax(keras.layers.Layer):
         config = super().get_config()
         config.update(vocabulary_size=self.vocabulary_size, num_negatives=self.num_negatives)
         return config
-
