@@ -45,10 +45,11 @@ def _mean_over_seeds(report, model, budget, read):
                            for by_budget in report[model].values() if budget in by_budget)
 
 
-def _probe_means(report, model, budget):
+def _probe_means(report, model, budget, variant="frozen",
+                 tasks=("wsj_pos_tagging", "sentence_polarity", "uncertainty")):
     return " / ".join(_percent(_mean_over_seeds(
-        report["probes"], model, budget, lambda entry, t=task: entry["frozen"][t]["test"]))
-        for task in ("wsj_pos_tagging", "sentence_polarity", "uncertainty"))
+        report["probes"], model, budget, lambda entry, t=task: entry[variant][t]["test"]))
+        for task in tasks)
 
 
 def _expected():
@@ -87,7 +88,15 @@ def _expected():
             f"{_probe_means(value, 'masked_elmo_cloze', '60')} %",
             "masked-LM perplexity "
             f"{_mean_over_seeds(heldout, 'masked_elmo_cloze', '60', lambda e: e['heldout']['perplexity']):.1f}"]),
+        "fine-tuned (the biLM trained too)": (["pretraining_value-cpu-issue38.json"], [
+            f"ELMo {_probe_means(value, 'elmo', '60', 'fine_tuned', BAR_TASKS)} %",
+            "Masked ELMo "
+            f"{_probe_means(value, 'masked_elmo_cloze', '60', 'fine_tuned', BAR_TASKS)} %"]),
     }
+
+
+# The tasks of issue 38's bar (Masked ELMo at least ELMo's at 60 CPU-minutes).
+BAR_TASKS = ("wsj_pos_tagging", "uncertainty")
 
 
 def _row(table, prefix):
