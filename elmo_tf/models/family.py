@@ -64,8 +64,9 @@ class Family:
         return []
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
-        """The recipe's pre-training task (a `Task`), built (its weights exist), not compiled:
-        its backbone with `recipe.dropout`, in stream mode keeping state for
+        """The recipe's pre-training task (a `LanguageModel`: `train` and `evaluate` give it
+        the vocabulary through `set_vocabulary`), built (its weights exist), not compiled: its
+        backbone with `recipe.dropout`, in stream mode keeping state for
         `recipe.batch_size // replicas` rows, under the dtype policy `dtype`."""
         raise NotImplementedError
 
