@@ -50,7 +50,12 @@ class Recipe:
         dropout: on every LSTM input and the top layer, in training.
         optimizer: `"adagrad"` (bilm-tf's: `elmo_tf.optimizers.SparseAdagrad`) or `"adam"`
             (`elmo_tf.optimizers.Adam`; learns faster on a small budget).
-        learning_rate: the optimizer's.
+        learning_rate: the optimizer's (its peak, with a warm-up or a decay).
+        warmup_steps, decay_steps: the learning rate's schedule
+            (`elmo_tf.optimizers.WarmupLinearDecay`): a linear warm-up over the first
+            `warmup_steps` (0: none), then a linear decay to zero at step `decay_steps`
+            (None, the recipes': constant; a run may not be longer). Tried on both CPU
+            recipes in `bench/pretraining_value.py --only grid`.
         initial_accumulator_value: Adagrad's.
         clip_norm: global-norm gradient clip (of the gradient summed over replicas).
         epochs: passes over the corpus (an epoch is corpus tokens / (batch_size x window) steps
@@ -100,6 +105,8 @@ class Recipe:
     dropout: float = 0.1
     optimizer: str = "adagrad"
     learning_rate: float = 0.2
+    warmup_steps: int = 0
+    decay_steps: int | None = None
     initial_accumulator_value: float = 1.0
     clip_norm: float = 10.0
     epochs: int = 10
@@ -136,6 +143,18 @@ class Recipe:
                             f"masks_per_sentence ({self.masks_per_sentence})")
         if self.steps is not None:
             problems += positive_int_problems(steps=self.steps)
+        if not (isinstance(self.warmup_steps, int) and not isinstance(self.warmup_steps, bool)
+                and self.warmup_steps >= 0):
+            problems.append(f"warmup_steps must be an integer >= 0; got {self.warmup_steps!r}")
+        elif self.decay_steps is not None and not (
+                isinstance(self.decay_steps, int) and not isinstance(self.decay_steps, bool)
+                and self.decay_steps > self.warmup_steps):
+            problems.append(f"decay_steps must be None or an integer above warmup_steps "
+                            f"({self.warmup_steps}); got {self.decay_steps!r}")
+        elif self.decay_steps is not None and self.steps is not None \
+                and self.steps > self.decay_steps:
+            problems.append(f"steps ({self.steps}) must be at most decay_steps "
+                            f"({self.decay_steps}): the learning rate is zero after it")
         if self.max_vocabulary_size is not None and (
                 not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
             problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "

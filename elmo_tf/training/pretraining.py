@@ -29,7 +29,7 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
-from elmo_tf.optimizers import Adam, SparseAdagrad
+from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
 from elmo_tf.models.compiled_step import use_xla
@@ -148,6 +148,12 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         total = previous.get("steps") or recipe.epochs * steps_per_epoch
     else:
         total = recipe.steps or recipe.epochs * steps_per_epoch
+    if recipe.decay_steps is not None and (minutes is not None or total > recipe.decay_steps):
+        length = f"{minutes:g} minutes" if minutes is not None else f"{total} steps"
+        raise ValueError(f"recipe {recipe.name!r} decays its learning rate to zero at step "
+                         f"{recipe.decay_steps} (decay_steps): a run of {length} could train "
+                         f"past it at zero; give at most {recipe.decay_steps} steps (--steps), "
+                         "or a recipe whose decay_steps is the run's length.")
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
                                     MAX_CHECKPOINT_INTERVAL)
@@ -317,10 +323,13 @@ def build_language_model(recipe, vocabulary_size, replicas=1, dtype=None, xla="a
     as `xla` says (`CompiledStep.compile`)."""
     lm = recipe.family.build_language_model(recipe, vocabulary_size, replicas, dtype)
     lm.reset_states()
+    learning_rate = recipe.learning_rate
+    if recipe.warmup_steps or recipe.decay_steps is not None:
+        learning_rate = WarmupLinearDecay(learning_rate, recipe.warmup_steps, recipe.decay_steps)
     if recipe.optimizer == "adam":
-        optimizer = Adam(recipe.learning_rate, global_clipnorm=recipe.clip_norm)
+        optimizer = Adam(learning_rate, global_clipnorm=recipe.clip_norm)
     else:
-        optimizer = SparseAdagrad(recipe.learning_rate,
+        optimizer = SparseAdagrad(learning_rate,
                                   initial_accumulator_value=recipe.initial_accumulator_value,
                                   global_clipnorm=recipe.clip_norm)
     lm.compile(optimizer=optimizer, xla=xla)

@@ -220,7 +220,8 @@ def recipe_settings(recipe):
     families own (`Family.recipe_fields`), and without the fields added to recipes after runs
     recorded them when they hold their defaults (`objective`: ELMo's, the only one before
     there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`, `cloze_weight`,
-    `replaced_token_weight`: 0; `steps`: None), so that those runs resume."""
+    `replaced_token_weight`, `warmup_steps`: 0; `steps`, `decay_steps`: None), so that those
+    runs resume."""
     values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
     values["model"] = recipe.model.to_options()
     for family in families():
@@ -229,7 +230,7 @@ def recipe_settings(recipe):
                 values.pop(name, None)
     defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
     for name in ("objective", "optimizer", "next_token_weight", "cloze_weight",
-                 "replaced_token_weight", "steps"):
+                 "replaced_token_weight", "steps", "warmup_steps", "decay_steps"):
         if name in values and values[name] == defaults[name]:
             del values[name]
     return json.loads(json.dumps(values))

@@ -82,6 +82,11 @@ def test_file_with_every_field_and_an_options_json_model(tmp_path):
     ({"base": "tiny", "model": {"lstm": {"dim": 8}}}, "lstm has missing keys"),
     ({"epochs": 3}, "missing 'model'"),
     ({"base": "tiny", "steps": 0}, "steps must be a positive integer"),
+    ({"base": "tiny", "warmup_steps": 1.5}, "warmup_steps must be an integer >= 0"),
+    ({"base": "tiny", "warmup_steps": 10, "decay_steps": 10},
+     r"decay_steps must be None or an integer above warmup_steps \(10\)"),
+    ({"base": "elmo_cpu", "decay_steps": 100}, r"steps \(3700\) must be at most decay_steps "
+                                               r"\(100\)"),
     ({"base": "tinny"}, r"unknown recipe 'tinny'; available"),
 ])
 def test_bad_recipes_say_what_is_wrong(spec, message):
@@ -110,6 +115,10 @@ def test_the_recipe_chooses_the_optimizer():
     assert type(lm.optimizer) is Adam and lm.optimizer.global_clipnorm == 10.0
     assert float(lm.optimizer.learning_rate) == pytest.approx(0.003)
     assert Recipe.from_name("elmo_cpu").optimizer == "adam"
+    # A warm-up and a decay: the rate of the first step is the peak over the warm-up.
+    lm = build_language_model(Recipe.from_dict({"base": "elmo_cpu", "warmup_steps": 100,
+                                                "decay_steps": 3700}), 40)
+    assert float(lm.optimizer.learning_rate) == pytest.approx(2e-3 / 100)
 
 
 @pytest.mark.parametrize("name", ["tiny", "elmo_cpu", "masked_elmo_cpu"])

@@ -129,6 +129,23 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
         training.train(RECIPE, corpus["train"], str(output), minutes=0)
 
 
+def test_a_decaying_rate_trains_to_its_decay_steps_and_no_further(corpus, tmp_path):
+    """A recipe whose learning rate decays to zero at `decay_steps` trains up to that many
+    steps; a longer run, or a time budget, is refused before anything is written."""
+    import dataclasses
+
+    recipe = dataclasses.replace(RECIPE, warmup_steps=2, decay_steps=6)
+    output = tmp_path / "run"
+    for kwargs in ({"steps": 7}, {"minutes": 1}, {}):  # {}: the recipe's epochs, > 6 steps
+        with pytest.raises(ValueError, match="decays its learning rate to zero at step 6"):
+            training.train(recipe, corpus["train"], str(output), verbose=0, **kwargs)
+        assert not output.exists()
+    assert training.train(recipe, corpus["train"], str(output), steps=6, checkpoint_every=3,
+                          verbose=0)["steps"] == 6
+    recorded = json.loads((output / "run.json").read_text())["settings"]["recipe"]
+    assert (recorded["warmup_steps"], recorded["decay_steps"]) == (2, 6)
+
+
 def test_a_time_budget_is_refused_under_multi_worker_training(corpus, tmp_path, monkeypatch):
     """Each worker's clock would stop it at another step, the others waiting in a collective."""
     from elmo_tf.training import pretraining
