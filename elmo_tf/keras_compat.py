@@ -120,6 +120,17 @@ class AnyBackboneOf:
         return f"AnyBackboneOf({self.base.__name__})"
 
 
+def preset_has_file(loader, name):
+    """Whether the preset a KerasHub `PresetLoader` reads (a directory, or a hub handle) holds
+    the file `name`: for `TaskPreprocessor._add_missing_kwargs`, KerasHub's hook for a
+    preprocessor made from a preset that holds none (its docstring invites the override),
+    where the tokenizer is optional. A public `check_file_exists` in KerasHub would make this
+    unnecessary."""
+    from keras_hub.src.utils.preset_utils import check_file_exists
+
+    return check_file_exists(loader.preset, name)
+
+
 # --- models: fit under distribution strategies ---------------------------------------------
 
 def in_multi_worker_mode(strategy):

@@ -314,3 +314,33 @@ def test_task_presets_load_in_a_fresh_process_through_keras_hub(tmp_path):
     with pytest.raises(ValueError, match="holds a 'elmo_tf>SequenceTagger', not a "
                                          "TextClassifier"):
         TextClassifier.from_preset(tmp_path / "tagger-elmo")
+
+
+@pytest.mark.parametrize("backbone_class, architecture", [(ElmoBackbone, "tiny"),
+                                                          (MaskedElmoBackbone, "tiny_masked")])
+def test_a_classifier_of_a_bilm_preset_splits_sentences_as_its_corpus_was(
+        tmp_path, backbone_class, architecture):
+    """KerasHub's loader and ours make a classifier of a biLM's preset with the preset's
+    tokenizer (tokenizer.json: its corpus's splitting, here wordpunct), not whitespace; a
+    backbone's preset without a tokenizer gives whitespace; a tokenizer given that contradicts
+    the preset's is refused."""
+    from elmo_tf.models.downstream import TextClassifier
+    from elmo_tf.training.run_directory import write_model_files
+
+    backbone = backbone_class.from_architecture(architecture)
+    write_model_files(backbone, str(tmp_path / "run"), tokenizer="wordpunct")
+    backbone.save_to_preset(tmp_path / "backbone")
+    sentence = tf.constant(["A fine film, really."])  # wordpunct: 6 tokens; whitespace: 4
+    for load in (keras_hub.models.TextClassifier.from_preset, TextClassifier.from_preset):
+        model = load(str(tmp_path / "run"), num_classes=2, word_embedding_dim=3)
+        assert type(model) is TextClassifier and model.tokenizer == "wordpunct"
+        features = model.preprocessor(sentence)
+        assert features["char_ids"].shape[:2] == features["word_ids"].shape == (1, 6)
+        assert TextClassifier.from_config(model.get_config()).tokenizer == "wordpunct"
+        model = load(str(tmp_path / "backbone"), num_classes=2)
+        assert model.tokenizer == "whitespace"
+        assert model.preprocessor(sentence)["char_ids"].shape[:2] == (1, 4)
+    with pytest.raises(ValueError, match="tokenizer='whitespace', but the preprocessor splits "
+                                         "with 'wordpunct'"):
+        TextClassifier.from_preset(str(tmp_path / "run"), num_classes=2,
+                                   tokenizer="whitespace")

@@ -4,7 +4,9 @@ import keras
 import keras_hub
 import tensorflow as tf
 
+from elmo_tf.keras_compat import preset_has_file
 from elmo_tf.layers.hashed_words import HashedWords
+from elmo_tf.models.char_ids_tokenizer import CharIdsTokenizer
 from elmo_tf.text.char_ids import tokens_to_char_ids
 
 
@@ -44,6 +46,18 @@ class TaskPreprocessor(keras_hub.models.Preprocessor):
         self.input_names = input_names
         self.word_ids = bool(word_ids)
         self.hash_words = HashedWords(name="word_ids") if word_ids else None
+
+    @classmethod
+    def _add_missing_kwargs(cls, loader, kwargs):
+        """KerasHub's loader of a task from a biLM's preset (`preprocessor_cls`; no
+        preprocessor.json): the preset's tokenizer (tokenizer.json, how its corpus was split),
+        or, from a backbone's preset without one, whitespace."""
+        if "tokenizer" not in kwargs:
+            kwargs["tokenizer"] = (
+                loader.load_tokenizer(CharIdsTokenizer)
+                if preset_has_file(loader, "tokenizer.json")
+                else CharIdsTokenizer())
+        return kwargs
 
     def build(self, input_shape=None):
         self.built = True  # string ops only: nothing to build

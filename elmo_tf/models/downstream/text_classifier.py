@@ -9,6 +9,7 @@ from elmo_tf.checks import check_non_negative_int
 from elmo_tf.layers.bag_of_words import BagOfWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
+from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 
 
@@ -32,7 +33,7 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
         embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
         labels: the class names, in class-id order; None for a regressor (one output).
         tokenizer: how sentences become tokens, as the biLM's corpus was tokenized
-            (`"whitespace"` or `"wordpunct"`).
+            (`"whitespace"` or `"wordpunct"`; default: `preprocessor`'s, else whitespace).
         encoder_units: the BiLSTM's units per direction.
         dropout: on the pooled sentence vector, in training.
         word_embedding_dim: the size of the bag of task-trained word embeddings; 0 (the
@@ -41,6 +42,10 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
             `keras_hub.models.TextClassifier.from_preset(dir, num_classes=2)`: in place of
             `embedding` and `labels`, the backbone (its `ElmoEmbedding` made here: a frozen
             biLM, a trained mix) and the number of classes (named "0", "1", ...).
+        preprocessor: a `TaskPreprocessor` whose tokenizer splits sentences as the task's
+            must: KerasHub's loader passes the biLM preset's (`preprocessor_cls`; its
+            tokenizer.json, written by `elmo-tf train` with the corpus's splitting). Only its
+            splitting is read: the task makes the preprocessor its inputs need.
 
     Example:
     >>> embedding = ElmoEmbedding.from_allennlp("options.json", "weights.hdf5")
@@ -53,6 +58,9 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
     """
 
     task_name = "classify"  # plain files: label<TAB>text
+    # KerasHub's loader of a classifier from a biLM's preset passes the preset's tokenizer in
+    # one of these (`TaskPreprocessor._add_missing_kwargs`).
+    preprocessor_cls = TaskPreprocessor
     input_names = ("text",)
     finetune_options = {"word_embedding_dim": 64}  # measured: docs/benchmarks.md
 
@@ -70,9 +78,10 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
                                                                **kwargs)
         return super().from_preset(preset, load_weights=load_weights, **kwargs)
 
-    def __init__(self, embedding=None, labels=None, tokenizer="whitespace", encoder_units=512,
+    def __init__(self, embedding=None, labels=None, tokenizer=None, encoder_units=512,
                  dropout=0.0, word_embedding_dim=0, *, backbone=None, num_classes=None,
-                 **kwargs):
+                 preprocessor=None, **kwargs):
+        tokenizer = self.tokenizer_of(preprocessor, tokenizer)
         if backbone is not None or num_classes is not None:
             embedding, labels = self.from_backbone_arguments(embedding, labels, backbone,
                                                              num_classes)
@@ -101,6 +110,21 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
                                  "word_embedding_dim": word_embedding_dim}, **kwargs)
         self.tokenizer = tokenizer
         self.word_embedding_dim = word_embedding_dim
+
+    @staticmethod
+    def tokenizer_of(preprocessor, tokenizer):
+        """The task's tokenizer name: `tokenizer`, or `preprocessor`'s (a `TaskPreprocessor`:
+        KerasHub's loader passes the preset's), or whitespace; the two must agree."""
+        if preprocessor is None:
+            return "whitespace" if tokenizer is None else tokenizer
+        if not isinstance(preprocessor, TaskPreprocessor):
+            raise TypeError(f"a TextClassifier's preprocessor is a TaskPreprocessor; got a "
+                            f"{type(preprocessor).__name__}.")
+        given = preprocessor.tokenizer.tokenizer
+        if tokenizer is not None and tokenizer != given:
+            raise ValueError(f"tokenizer={tokenizer!r}, but the preprocessor splits with "
+                             f"{given!r}: give one of them.")
+        return given
 
     @staticmethod
     def from_backbone_arguments(embedding, labels, backbone, num_classes):
