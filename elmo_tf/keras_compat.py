@@ -120,6 +120,27 @@ class AnyBackboneOf:
         return f"AnyBackboneOf({self.base.__name__})"
 
 
+@contextlib.contextmanager
+def saved_as_untrainable(variables):
+    """While the block runs, the TensorFlow variables behind the Keras `variables` say they are
+    not trainable, so that a SavedModel written in it records them so (its `SavedVariable`'s
+    `trainable`): `keras.layers.TFSMLayer(..., trainable=True)` then trains only the others,
+    as `hub.KerasLayer` does (it reads the export's `trainable_variables`). A frozen Keras layer
+    leaves its variables' TensorFlow `trainable` True (Keras 3 filters them in the layer, and a
+    `tf.Variable` takes the flag only when it is made), and `tf.saved_model.save` writes that
+    flag: hence the private `_trainable`. A Keras variable whose freezing reached its
+    `tf.Variable` would make this unnecessary."""
+    values = [v.value if hasattr(v, "value") else v for v in variables]
+    before = [value._trainable for value in values]
+    try:
+        for value in values:
+            value._trainable = False
+        yield
+    finally:
+        for value, trainable in zip(values, before):
+            value._trainable = trainable
+
+
 def preset_has_file(loader, name):
     """Whether the preset a KerasHub `PresetLoader` reads (a directory, or a hub handle) holds
     the file `name`: for `TaskPreprocessor._add_missing_kwargs`, KerasHub's hook for a

@@ -12,7 +12,7 @@ from elmo_tf.files import (
     remove_stale_temporaries,
     variables_bytes,
 )
-from elmo_tf.keras_compat import trackable_object
+from elmo_tf.keras_compat import saved_as_untrainable, trackable_object
 from elmo_tf.ops.chunking import map_in_chunks
 
 # Rows (sentences) run through the model at a time inside the served graph: the model's
@@ -36,7 +36,9 @@ def export_saved_model(embedding, export_base, version=None):
     * the TF2 reusable SavedModel API for `hub.KerasLayer(..., trainable=True)` and
       `ElmoEmbedding.from_saved_model`: `__call__(tokens, training)` returning `elmo`, traced
       for both values of `training`; `variables`; `trainable_variables` (the mix, plus the biLM
-      when `embedding.fine_tune`); `regularization_losses` (the mix's L2 penalty, if any).
+      when `embedding.fine_tune`; the others are saved as not trainable, so that
+      `keras.layers.TFSMLayer(..., trainable=True)` trains the same); `regularization_losses`
+      (the mix's L2 penalty, if any).
 
     The graph holds core TensorFlow ops with CPU kernels only (no tensorflow-text, no cuDNN, no
     XLA-only op; `check_cpu_servable`), so it serves on a CPU-only machine wherever it was
@@ -62,7 +64,10 @@ def export_saved_model(embedding, export_base, version=None):
     """
     _check_exportable(embedding)
     module, signatures = _serving_module(embedding)
-    return save_version(module, signatures, export_base, version, embedding)
+    trained = {id(v) for v in embedding.trainable_weights}
+    # What the reusable API does not train is saved as not trainable (TFSMLayer reads it).
+    with saved_as_untrainable([v for v in embedding.weights if id(v) not in trained]):
+        return save_version(module, signatures, export_base, version, embedding)
 
 
 def save_version(module, signatures, export_base, version, model):

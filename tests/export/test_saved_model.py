@@ -3,6 +3,7 @@ import stat
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -101,6 +102,15 @@ def test_reusable_savedmodel_api(exported, tiny_model_files, tmp_path):
     assert len(loaded.variables) == len(elmo.variables)
     assert {v.name.split("/")[-1] for v in loaded.trainable_variables} == {
         "scalar_weights:0", "gamma:0"}
+    # The variables themselves say so: Keras's TFSMLayer trains what hub.KerasLayer does.
+    assert {v.name for v in loaded.variables if v.trainable} == {
+        v.name for v in loaded.trainable_variables}
+    layer = keras.layers.TFSMLayer(path, call_endpoint="serving_default", trainable=True)
+    assert len(layer.trainable_weights) == 2
+    # ... and the in-memory model's variables are left as they were.
+    flags = [v.value.trainable for v in elmo.weights]
+    export_saved_model(elmo, tmp_path / "again")
+    assert [v.value.trainable for v in elmo.weights] == flags
     (penalty,) = loaded.regularization_losses
     np.testing.assert_allclose(penalty(), 0.01 * (0.25 + 1.0 + 4.0), rtol=1e-6)
     # Exported to fine-tune the biLM too, every weight is trainable.
@@ -108,6 +118,7 @@ def test_reusable_savedmodel_api(exported, tiny_model_files, tmp_path):
     whole = ElmoEmbedding.from_allennlp(options_file, weight_file, fine_tune=True, dropout=0.5)
     loaded = tf.saved_model.load(export_saved_model(whole, tmp_path / "whole"))
     assert len(loaded.trainable_variables) == len(whole.weights)
+    assert all(v.trainable for v in loaded.variables if "seed" not in v.name)
     assert np.abs(loaded(tokens, training=True) - loaded(tokens, training=False)).max() > 0
 
 
