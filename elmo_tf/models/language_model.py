@@ -79,21 +79,38 @@ class LanguageModel(Task, keras.Model):
                            columns=columns)
         return tf.where(valid, nll, 0.0), valid
 
-    def selected_nll(self, outputs, targets, training, seed=None, columns=None):
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None):
         """`(sum of NLLs, count)` of the rows of `outputs` `[n, width]` that have a target
         (`targets` `[n]`: word ids, -1 where there is nothing to predict): only those rows are
         gathered and scored, so that a loss over a few positions (the masked LM's) pays for
         those only. Under XLA (`self.xla`), which compiles static shapes, every row is scored
         and those without a target weigh 0: the same sums. `seed`, `columns`: `WordSoftmax`'s.
+
+        With `drawable` (bool `[V]`: the words that may be drawn), each of those rows also
+        draws a word from its full softmax (`WordSoftmax.nll_and_samples`: a generator's
+        samples): `(sum, count, drawn)`, `drawn` int32 `[n]`, -1 at the rows without a target.
         """
         targets = tf.cast(targets, tf.int32)
+        selected = targets >= 0
         if self.xla:
-            nll, valid = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
-            return tf.reduce_sum(nll), tf.reduce_sum(tf.cast(valid, tf.float32))
-        rows = tf.where(targets >= 0)[:, 0]
-        nll = self.softmax(tf.gather(outputs, rows), tf.gather(targets, rows),
-                           training=training, seed=seed, columns=columns)
-        return tf.reduce_sum(nll), tf.cast(tf.size(rows), tf.float32)
+            rows, row_targets = outputs, tf.maximum(targets, 0)
+        else:
+            where = tf.where(selected)
+            rows, row_targets = tf.gather(outputs, where[:, 0]), tf.gather(targets, where[:, 0])
+        if drawable is None:
+            nll = self.softmax(rows, row_targets, training=training, seed=seed, columns=columns)
+        else:
+            nll, words = self.softmax.nll_and_samples(rows, row_targets, training, seed,
+                                                      drawable)
+        if self.xla:
+            total = tf.reduce_sum(tf.where(selected, nll, 0.0))
+            count = tf.reduce_sum(tf.cast(selected, tf.float32))
+            drawn = None if drawable is None else tf.where(selected, words, -1)
+        else:
+            total, count = tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32)
+            drawn = None if drawable is None else tf.tensor_scatter_nd_update(
+                tf.fill(tf.shape(targets), -1), where, words)
+        return (total, count) if drawable is None else (total, count, drawn)
 
     def global_loss_counts(self, y):
         """The number of words each target of `y` asks to predict (ids >= 0), summed over the

@@ -278,20 +278,8 @@ class MaskedElmoLanguageModel(LanguageModel):
         originals = tf.cast(tf.reshape(y["cloze_targets"], [-1]), tf.int32)
         rows = tf.reshape(generated, [-1, self.backbone.output_dim])
         drawable = tf.reduce_any(self.word_char_ids > 0, axis=-1)  # not the specials
-        if self.xla:  # static shapes: every row scored and drawn, the unselected weigh 0
-            nll, words = self.softmax.nll_and_samples(rows, tf.maximum(targets, 0), training,
-                                                      seed, drawable)
-            selected = targets >= 0
-            total = tf.reduce_sum(tf.where(selected, nll, 0.0))
-            count = tf.reduce_sum(tf.cast(selected, tf.float32))
-            drawn = tf.where(selected, words, originals)
-        else:
-            where = tf.where(targets >= 0)
-            nll, words = self.softmax.nll_and_samples(
-                tf.gather(rows, where[:, 0]), tf.gather(targets, where[:, 0]), training, seed,
-                drawable)
-            total, count = tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32)
-            drawn = tf.tensor_scatter_nd_update(originals, where, words)
+        total, count, drawn = self.selected_nll(rows, targets, training, seed,
+                                                drawable=drawable)
         self.perplexity.update_state(total, count)
         loss = tf.math.divide_no_nan(total, totals["targets"])
         # The discriminator reads each selected position's drawn word (a word drawn equal to
