@@ -13,6 +13,7 @@ import tensorflow as tf
 from elmo_tf import cli
 from elmo_tf.models import family
 from elmo_tf.models.backbone import Backbone
+from elmo_tf.recipes import Recipe
 from tests.toy_family import ToyFamily
 
 WORDS = ["the", "cat", "dog", "sees", "runs", "a", "bird", "sings"]
@@ -22,6 +23,7 @@ WORDS = ["the", "cat", "dog", "sees", "runs", "a", "bird", "sings"]
 def toy_family(monkeypatch):
     """The toy registered for this test only (the registry is restored afterwards)."""
     monkeypatch.setattr(family, "_FAMILIES", dict(family._FAMILIES))
+    assert "toy_tiny" not in Recipe.names()
     family.register_family(ToyFamily())
 
 
@@ -35,12 +37,10 @@ def _corpus(path, n, seed):
 def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
         toy_family, tmp_path, capsys):
     corpus, heldout = _corpus(tmp_path / "train.txt", 400, 0), _corpus(tmp_path / "dev.txt", 40, 1)
-    recipe = tmp_path / "toy.json"
-    recipe.write_text(json.dumps({
-        "name": "toy", "model": "toy_tiny", "objective": "toy_lm", "mode": "sentence",
-        "batch_size": 16, "optimizer": "adam", "learning_rate": 0.05, "dropout": 0.0}))
+    # The family's own named recipe, from its folder alone (`ToyFamily.recipes`).
+    assert "toy_tiny" in Recipe.names() and Recipe.from_name("toy_tiny").objective == "toy_lm"
     run = tmp_path / "run"
-    assert cli.main(["train", "--recipe", str(recipe), "--corpus", corpus, "--validation",
+    assert cli.main(["train", "--recipe", "toy_tiny", "--corpus", corpus, "--validation",
                      heldout, "--steps", "40", "--output", str(run)]) == 0
     trained = capsys.readouterr().out
     assert "held-out perplexity:" in trained
@@ -76,6 +76,14 @@ def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
         default=tf.constant(["the cat sees a bird"]))
     assert served["lstm_outputs1"].shape == (1, 5, 16)
     np.testing.assert_allclose(served["lstm_outputs1"][0], dumped[1], atol=1e-6)
+
+
+def test_a_familys_recipe_names_are_its_own(toy_family):
+    class Copy(ToyFamily):
+        name, objective = "toy_copy", "toy_copy_lm"
+
+    with pytest.raises(ValueError, match="recipe 'toy_tiny'"):
+        family.register_family(Copy())
 
 
 def _char_ids(tokens):

@@ -67,7 +67,7 @@ class CompiledStep:
     gradients' sum over the replicas, the global-norm clip and the optimizer update
     (`SparseAdagrad`'s and `Adam`'s row-sparse updates) stay outside, as in Keras's own step.
     Cross-replica ops cannot run inside a compiled function: a loss that divides by a count of
-    the whole global batch gets it from `global_loss_counts(y)`, computed before the compiled
+    the whole global batch gets it from `global_loss_counts(x, y)`, computed before the compiled
     part and passed in as `compute_loss(..., loss_counts=...)`.
 
     Without a strategy the model is also compiled with Keras's `jit_compile=True`, so that the
@@ -142,7 +142,7 @@ class CompiledStep:
                                            if preprocessor is not None else [])}
         return [layer for layer in sublayers(self) if id(layer) not in skipped]
 
-    def global_loss_counts(self, y):
+    def global_loss_counts(self, x, y):
         """Counts of the whole global batch that the loss divides by (summed over the replicas
         here, outside the compiled part), or None when the loss needs none."""
         return None
@@ -158,7 +158,7 @@ class CompiledStep:
 
     def train_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        counts = self.global_loss_counts(y)
+        counts = self.global_loss_counts(x, y)
         if not self.xla:
             if counts is None:
                 return super().train_step(data)
@@ -201,7 +201,7 @@ class CompiledStep:
 
     def test_step(self, data):
         x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
-        counts = self.global_loss_counts(y)
+        counts = self.global_loss_counts(x, y)
         if counts is None:
             return super().test_step(data)
         y_pred = self(x, training=False)

@@ -28,6 +28,9 @@ class Family:
             model directories carry as KerasHub's tokenizer (None: none).
         recipe_fields: the `Recipe` fields only this family reads (left out of other
             families' run records).
+        recipes: named recipes of a family outside the package: name -> a recipe file's
+            object (`{"model": preset, "mode": "sentence", ...}`; the family's objective is
+            added), which `Recipe.from_name` and `train --recipe NAME` then know.
         next_token_bound: whether the built-in corpus's best perplexity (a next-token bound)
             applies to its perplexity.
         reads_unmarked_options: whether options.json files no family claims
@@ -47,6 +50,7 @@ class Family:
     backbone_class = None
     tokenizer_class = None
     recipe_fields = ()
+    recipes = {}
     next_token_bound = False
     reads_unmarked_options = False
 
@@ -110,6 +114,8 @@ def register_family(family):
                 for f in _FAMILIES.values() if f.objective == family.objective]
     taken = {name for f in _FAMILIES.values() for name in _preset_names(f)}
     clashes += [f"preset {name!r}" for name in _preset_names(family) if name in taken]
+    taken = {name for f in _FAMILIES.values() for name in f.recipes}
+    clashes += [f"recipe {name!r}" for name in family.recipes if name in taken]
     if clashes:
         raise ValueError(f"cannot register family {family.name!r}: already registered: "
                          f"{', '.join(clashes)}.")

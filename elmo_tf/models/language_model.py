@@ -15,7 +15,7 @@ class LanguageModel(Task, keras.Model):
     `num_negatives`, full otherwise and in evaluation), dropout on the top layer in training,
     and losses that are means over the global batch's predicted words: a subclass's
     `compute_loss(x, y, y_pred, sample_weight, training, loss_counts=None)` divides its sums by
-    `loss_counts` (`global_loss_counts(y)`, computed when not given). The `loss` metric
+    `loss_counts` (`global_loss_counts(x, y)`, computed when not given). The `loss` metric
     (`loss`, `val_loss`) weighs each batch by its predicted words (`loss_weight`): it is the
     per-word cross-entropy whose exponential is the perplexity.
 
@@ -112,7 +112,7 @@ class LanguageModel(Task, keras.Model):
                 tf.fill(tf.shape(targets), -1), where, words)
         return (total, count) if drawable is None else (total, count, drawn)
 
-    def global_loss_counts(self, y):
+    def global_loss_counts(self, x, y):
         """The number of words each target of `y` asks to predict (ids >= 0), summed over the
         replicas' batches: the denominators of the loss's means (`CompiledStep`; the loss is
         the mean over the global batch's predicted words, and Keras sums the replicas'

@@ -202,16 +202,23 @@ class Recipe:
 
     @classmethod
     def names(cls):
-        """The named recipes."""
-        return tuple(_RECIPES)
+        """The named recipes: the package's, then those of registered families from outside
+        it (`Family.recipes`)."""
+        return tuple(_RECIPES) + tuple(name for family in families()
+                                       for name in family.recipes if name not in _RECIPES)
 
     @classmethod
     def from_name(cls, name):
         """The named recipe `name` (see `names()`)."""
-        if name not in _RECIPES:
-            raise ValueError(f"unknown recipe {name!r}; available: {list(_RECIPES)}, or a path "
-                             "to a recipe JSON file.")
-        return _RECIPES[name]
+        if name in _RECIPES:
+            return _RECIPES[name]
+        for family in families():
+            if name in family.recipes:
+                return cls.from_dict({"name": name, "objective": family.objective,
+                                      **family.recipes[name]},
+                                     source=f"the {family.name} family's recipe {name!r}")
+        raise ValueError(f"unknown recipe {name!r}; available: {list(cls.names())}, or a path "
+                         "to a recipe JSON file.")
 
     @classmethod
     def from_file(cls, path):

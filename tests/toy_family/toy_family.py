@@ -13,6 +13,8 @@ class ToyFamily(Family):
     objective = "toy_lm"
     config_class = ToyConfig
     backbone_class = ToyBackbone
+    recipes = {"toy_tiny": {"model": "toy_tiny", "mode": "sentence", "batch_size": 16,
+                            "optimizer": "adam", "learning_rate": 0.05, "dropout": 0.0}}
 
     def describes(self, options):
         return "toy" in options

@@ -27,5 +27,5 @@ class ToyLanguageModel(LanguageModel):
         total = tf.reduce_sum(nll)
         count = tf.reduce_sum(tf.cast(valid, tf.float32))
         self.perplexity.update_state(total, count)
-        counts = loss_counts or self.global_loss_counts(y)
+        counts = loss_counts or self.global_loss_counts(x, y)
         return tf.math.divide_no_nan(total, counts["targets"])

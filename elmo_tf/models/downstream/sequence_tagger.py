@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
 from elmo_tf.metrics import scores
+from elmo_tf.ops.padding import char_ids_mask
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
     _softmax,
@@ -24,7 +25,9 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
     sentence's tokens joined with spaces), so that tags line up with tokens. The preprocessor
     turns them into char ids; the model embeds them (`ElmoEmbedding`), run through a BiLSTM (`encoder_units` per direction), dropped
     out and projected to `len(tags)` logits per token: `[batch, time]` logits with a Keras
-    mask, so that Keras leaves padding out of the loss and the metrics.
+    mask, so that Keras leaves padding out of the metrics. The loss is the cross-entropy's
+    mean over the real tokens of the global batch, however the replicas of a strategy split
+    them (`global_loss_counts`): 2 replicas train as 1.
 
     Args:
         embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
@@ -61,6 +64,41 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
     @property
     def tags(self):
         return self.labels
+
+    # --- the loss: a mean over the global batch's tokens ----------------------------------
+    def global_loss_counts(self, x, y):
+        """`{"tokens": the real tokens of the global batch}` (summed over the replicas, outside
+        a compiled step: `CompiledStep`), the loss's denominator."""
+        tokens = tf.reduce_sum(tf.cast(char_ids_mask(x["char_ids"]), tf.float32))
+        context = tf.distribute.get_replica_context()
+        if context is not None:
+            tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+        return {"tokens": tokens}
+
+    def loss_weight(self, x, counts):
+        return counts["tokens"]  # the `loss` metric: the mean over every token seen
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
+                     loss_counts=None):
+        """The tags' cross-entropy summed over this replica's real tokens (those with char
+        ids), over the global batch's (`loss_counts`, computed when not given), plus the
+        regularization losses' share of a replica. With `sample_weight`: Keras's loss."""
+        if sample_weight is not None:
+            return super().compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight,
+                                        training=training)
+        counts = loss_counts or self.global_loss_counts(x, y)
+        mask = char_ids_mask(x["char_ids"])
+        time = tf.shape(y_pred)[1]
+        if isinstance(y, tf.RaggedTensor):
+            y = y.to_tensor(0)
+        y = tf.cast(y[:, :time], tf.int32)
+        y = tf.pad(y, [[0, 0], [0, time - tf.shape(y)[1]]])  # tags of a shorter width
+        nll = keras.losses.sparse_categorical_crossentropy(y, y_pred, from_logits=True)
+        loss = tf.math.divide_no_nan(tf.reduce_sum(tf.where(mask, nll, 0.0)),
+                                     counts["tokens"])
+        if self.losses:
+            loss += tf.add_n(self.losses) / tf.distribute.get_strategy().num_replicas_in_sync
+        return loss
 
     # --- fine-tuning on CoNLL files ------------------------------------------------------
     @classmethod

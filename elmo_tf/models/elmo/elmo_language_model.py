@@ -87,7 +87,7 @@ class ElmoLanguageModel(LanguageModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
                      loss_counts=None):
-        """The loss; `loss_counts`: `global_loss_counts(y)` when already computed."""
+        """The loss; `loss_counts`: `global_loss_counts(x, y)` when already computed."""
         if not isinstance(y, dict) or set(y) != set(TARGET_KEYS):
             got = sorted(y) if isinstance(y, dict) else type(y).__name__
             raise ValueError(f"ElmoLanguageModel's targets are a dict with {list(TARGET_KEYS)};"
@@ -105,7 +105,7 @@ class ElmoLanguageModel(LanguageModel):
         self.backward_perplexity.update_state(sums[1], counts[1])
         # Both directions have a target for the same number of tokens in every batch.
         self.perplexity.update_state(sums[0] + sums[1], counts[0] + counts[1])
-        totals = loss_counts or self.global_loss_counts(y)
+        totals = loss_counts or self.global_loss_counts(x, y)
         return 0.5 * sum(tf.math.divide_no_nan(sums[k], totals[name])
                          for k, name in enumerate(TARGET_KEYS))
 

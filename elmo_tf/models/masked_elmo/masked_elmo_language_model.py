@@ -202,11 +202,11 @@ class MaskedElmoLanguageModel(LanguageModel):
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True,
                      loss_counts=None):
-        """The loss; `loss_counts`: `global_loss_counts(y)` when already computed."""
+        """The loss; `loss_counts`: `global_loss_counts(x, y)` when already computed."""
         keys = self._target_keys(y, training)
         width = self.backbone.output_dim
         half = width // 2
-        totals = loss_counts or self.global_loss_counts(y)
+        totals = loss_counts or self.global_loss_counts(x, y)
         if self.replaced_token_weight:
             if "cloze_targets" in keys:
                 return self._replaced_token_loss(x, y, y_pred["generator"], training, totals)

@@ -85,6 +85,40 @@ def test_the_tagger_leaves_padding_out_of_its_loss_and_metrics():
     assert tagger.evaluate(sentences, other, return_dict=True, verbose=0) == got
 
 
+def test_the_taggers_loss_is_the_mean_over_the_global_batchs_tokens():
+    """Split as a strategy splits a batch between replicas (halves of unequal token counts),
+    each replica's loss over the global count adds up to the whole batch's mean over its
+    tokens, and so do the gradients (the optimizer sums the replicas'): not the mean of
+    the halves' means."""
+    tagger = SequenceTagger(_embedding(), tags=["O", "X", "Y"], encoder_units=8)
+    sentences = tf.constant(["a b c d e", "f", "g h", "i"])
+    tags = tf.constant([[1, 0, 2, 1, 0], [2, 0, 0, 0, 0], [0, 1, 0, 0, 0], [1, 0, 0, 0, 0]])
+    x = tagger.preprocessor(sentences)
+    logits = tagger(x).numpy()
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    lengths = [5, 1, 2, 1]
+    nll = [-log_p[i, t, tags[i, t]] for i in range(4) for t in range(lengths[i])]
+
+    def loss_and_gradients(rows, counts=None):
+        part = {k: tf.gather(v, rows) for k, v in x.items()}
+        with tf.GradientTape() as tape:
+            loss = tagger.compute_loss(part, tf.gather(tags, rows), tagger(part),
+                                       loss_counts=counts)
+        return loss, tape.gradient(loss, tagger.trainable_variables)
+
+    whole, whole_gradients = loss_and_gradients([0, 1, 2, 3])
+    assert float(whole) == pytest.approx(np.mean(nll), rel=1e-5)
+    counts = tagger.global_loss_counts(x, tags)
+    assert float(counts["tokens"]) == 9
+    (a, a_gradients), (b, b_gradients) = (loss_and_gradients(rows, counts)
+                                          for rows in ([0, 1], [2, 3]))
+    assert float(a + b) == pytest.approx(float(whole), rel=1e-5)
+    for g, ga, gb in zip(whole_gradients, a_gradients, b_gradients):
+        np.testing.assert_allclose(ga + gb, g, atol=1e-6)
+    halves = (np.mean(nll[:6]) + np.mean(nll[6:])) / 2  # what a mean per replica gave
+    assert abs(halves - float(whole)) > 1e-3
+
+
 def test_the_pair_classifier_matches_u_v_their_difference_and_product():
     model = SentencePairClassifier(_embedding(), labels=["no", "yes"], encoder_units=4,
                                    hidden_dim=8)
