@@ -130,15 +130,28 @@ def saved_as_untrainable(variables):
     `tf.Variable` takes the flag only when it is made), and `tf.saved_model.save` writes that
     flag: hence the private `_trainable`. A Keras variable whose freezing reached its
     `tf.Variable` would make this unnecessary."""
-    values = [v.value if hasattr(v, "value") else v for v in variables]
-    before = [value._trainable for value in values]
+    with attribute_set([v.value if hasattr(v, "value") else v for v in variables],
+                       "_trainable", False):
+        yield
+
+
+@contextlib.contextmanager
+def attribute_set(objects, name, value):
+    """While the block runs, attribute `name` of each of `objects` is `value`; each gets its
+    own back afterwards, whatever happens in the block.
+
+    Example:
+    >>> with attribute_set(lstm_layers, "use_cudnn", False):
+    ...     tf.saved_model.save(module, path)
+    """
+    before = [getattr(o, name) for o in objects]
     try:
-        for value in values:
-            value._trainable = False
+        for o in objects:
+            setattr(o, name, value)
         yield
     finally:
-        for value, trainable in zip(values, before):
-            value._trainable = trainable
+        for o, old in zip(objects, before):
+            setattr(o, name, old)
 
 
 def preset_has_file(loader, name):

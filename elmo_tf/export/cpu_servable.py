@@ -5,7 +5,12 @@ import contextlib
 
 import tensorflow as tf
 
-from elmo_tf.keras_compat import kernel_device_types, saved_model_graphs, sublayers
+from elmo_tf.keras_compat import (
+    attribute_set,
+    kernel_device_types,
+    saved_model_graphs,
+    sublayers,
+)
 
 # Devices whose kernels a CPU-only TensorFlow runs (NoOp and Assert are registered for the
 # "DEFAULT" device, not for "CPU").
@@ -26,14 +31,8 @@ def portable_recurrences(layer):
     ...     tf.saved_model.save(module, "serving/1", signatures=signatures)
     """
     layers = [l for l in sublayers(layer) if getattr(l, "use_cudnn", None) in ("auto", True)]
-    settings = [l.use_cudnn for l in layers]
-    try:
-        for l in layers:
-            l.use_cudnn = False
+    with attribute_set(layers, "use_cudnn", False):
         yield
-    finally:
-        for l, setting in zip(layers, settings):
-            l.use_cudnn = setting
 
 
 def check_cpu_servable(saved_model_dir, what):
