@@ -151,10 +151,6 @@ class Recipe:
                 and self.decay_steps > self.warmup_steps):
             problems.append(f"decay_steps must be None or an integer above warmup_steps "
                             f"({self.warmup_steps}); got {self.decay_steps!r}")
-        elif self.decay_steps is not None and self.steps is not None \
-                and self.steps > self.decay_steps:
-            problems.append(f"steps ({self.steps}) must be at most decay_steps "
-                            f"({self.decay_steps}): the learning rate is zero after it")
         if self.max_vocabulary_size is not None and (
                 not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
             problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "

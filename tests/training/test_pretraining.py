@@ -136,10 +136,14 @@ def test_a_decaying_rate_trains_to_its_decay_steps_and_no_further(corpus, tmp_pa
 
     recipe = dataclasses.replace(RECIPE, warmup_steps=2, decay_steps=6)
     output = tmp_path / "run"
-    for kwargs in ({"steps": 7}, {"minutes": 1}, {}):  # {}: the recipe's epochs, > 6 steps
+    # {}: the recipe's epochs, > 6 steps; and a recipe's default steps past its decay.
+    for recipe, kwargs in ((recipe, {"steps": 7}), (recipe, {"minutes": 1}), (recipe, {}),
+                           (dataclasses.replace(recipe, steps=8), {})):
         with pytest.raises(ValueError, match="decays its learning rate to zero at step 6"):
             training.train(recipe, corpus["train"], str(output), verbose=0, **kwargs)
         assert not output.exists()
+    # A recipe whose default steps pass its decay trains the steps asked.
+    recipe = dataclasses.replace(RECIPE, warmup_steps=2, decay_steps=6, steps=8)
     assert training.train(recipe, corpus["train"], str(output), steps=6, checkpoint_every=3,
                           verbose=0)["steps"] == 6
     recorded = json.loads((output / "run.json").read_text())["settings"]["recipe"]
