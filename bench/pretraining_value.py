@@ -347,11 +347,12 @@ def calibrations(paths, args, names, report, save):
     return calibration
 
 
-def tuning_grid(paths, runs, report, calibration, save, train_args):
+def tuning_grid(paths, runs, report, calibration, save, train_args, models=GRID_MODELS):
     """The equal tuning effort of issue 38 (`GRID_*`): for each of `GRID_MODELS`, pre-trains
     each grid point for `GRID_BUDGET` minutes of its model's calibrated steps with
     `GRID_SEED`, probes it frozen on every task, and records in `report["tuning_grid"]` each
-    point's settings, dev and test scores, and the point chosen (the best mean dev score).
+    point's settings, dev and test scores, and the point chosen (the best mean dev score);
+    `models`: those of `GRID_MODELS` to search.
     Each point is a model of its own (`MODELS`, named `model@setting`), its runs and probes
     kept as any model's."""
     key = f"{GRID_BUDGET:g}"
@@ -360,7 +361,7 @@ def tuning_grid(paths, runs, report, calibration, save, train_args):
                 "learning_rates": list(GRID_LEARNING_RATES), "warmup_share": GRID_WARMUP,
                 "chosen_on": "the mean over tasks of the frozen probes' dev scores "
                              "(each at its best dev epoch); test reported beside it"})
-    for model in GRID_MODELS:
+    for model in models:
         seconds = calibration[model]["seconds_per_step"]
         steps = max(1, round(GRID_BUDGET * 60 / seconds))
         base_rate = Recipe.from_dict(MODELS[model]).learning_rate
@@ -517,6 +518,25 @@ def table(report):
                                  + " |")
     return "\n".join(lines)
 
+
+def grid_table(report):
+    """The tuning grid (`tuning_grid`): each point's held-out perplexity, its probes' dev
+    scores (chosen on) and test scores (reported), the chosen point of each model marked."""
+    grid = report.get("tuning_grid", {})
+    lines = ["| point | steps | held-out perplexity | dev: " + " / ".join(TASKS)
+             + " | dev mean | test: " + " / ".join(TASKS) + " |", "| --- " * 6 + "|"]
+    for model, entry in grid.get("models", {}).items():
+        for name, point in entry["points"].items():
+            heldout = report["pretraining"][name][str(grid["seed"])][
+                f"{grid['budget_minutes']:g}"]["heldout"]
+            mark = "**" if name == entry["chosen"] else ""
+            lines.append(" | ".join([
+                f"| {mark}{name}{mark}", str(point["steps"]),
+                f"{heldout.get('forward_perplexity', heldout['perplexity']):.1f}",
+                " / ".join(f"{100 * point['dev'][t]:.1f}" for t in TASKS),
+                f"{100 * point['dev_mean']:.2f}",
+                " / ".join(f"{100 * point['test'][t]:.1f}" for t in TASKS)]) + " |")
+    return "\n".join(lines)
 
 # The trend of a probe's score with the budget: score = asymptote - scale * minutes**-exponent,
 # the exponent on this grid (the asymptote and scale by least squares for each exponent).
@@ -815,9 +835,10 @@ def main():
         save("probe", began)
     if "grid" in args.only:
         began = time.time()
-        calibration = calibrations(paths, args, GRID_MODELS, report, lambda: save("grid", began))
+        models = [name for name in GRID_MODELS if name in args.models]
+        calibration = calibrations(paths, args, models, report, lambda: save("grid", began))
         tuning_grid(paths, args.runs, report, calibration, lambda: save("grid", began),
-                    _train_args(args))
+                    _train_args(args), models)
         save("grid", began)
     if "trend" in args.only:
         began = time.time()
@@ -841,6 +862,8 @@ def main():
         report["baselines"] = baselines(paths, vocabulary)
         save("baselines", began)
     print(table(report))
+    if report.get("tuning_grid"):
+        print(grid_table(report))
     for task, entry in report.get("trend", {}).get("tasks", {}).items():
         print(task, "asymptotes:", {n: f["asymptote"] for n, f in entry["fits"].items()},
               f"minutes to reach {report['trend']['reference']}:",

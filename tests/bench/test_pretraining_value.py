@@ -226,3 +226,53 @@ def test_a_model_no_reading_brings_to_the_reference_is_said_to_never_arrive():
     assert verdict["crossover_minutes"] == "none within 100x the largest budget"
     assert trend(report)["tasks"]["uncertainty"]["split"] == {"elmo": "test",
                                                               "masked_elmo": "test"}
+
+
+def test_the_tuning_grid_searches_the_rate_then_the_schedule_at_the_best_one(monkeypatch):
+    """The same search for each model: the three rates (the recipe's own rate is its own
+    name's run), then warm-up and decay at the best rate; the point with the best mean dev
+    score is chosen, and the table marks it."""
+    monkeypatch.setattr(pretraining_value, "MODELS", dict(pretraining_value.MODELS))
+    # Dev scores by (model, rate, schedule): ELMo best at 2e-3 and better with the schedule;
+    # Masked ELMo best at 4e-3 and worse with it.
+    dev = {("elmo", 1e-3, False): 0.70, ("elmo", 2e-3, False): 0.72,
+           ("elmo", 4e-3, False): 0.71, ("elmo", 2e-3, True): 0.73,
+           ("masked_elmo_cloze", 1e-3, False): 0.60, ("masked_elmo_cloze", 2e-3, False): 0.65,
+           ("masked_elmo_cloze", 4e-3, False): 0.68, ("masked_elmo_cloze", 4e-3, True): 0.66}
+    trained = []
+
+    def settings(name):
+        recipe = Recipe.from_dict(pretraining_value.MODELS[name])
+        return (name.split("@")[0], recipe.learning_rate, recipe.decay_steps is not None)
+
+    def fake_pretrain(paths, runs, name, seed, budgets, seconds, report, save, train_args):
+        recipe = Recipe.from_dict(pretraining_value.MODELS[name])
+        steps = round(budgets[0] * 60 / seconds)
+        if recipe.decay_steps is not None:
+            assert (recipe.warmup_steps, recipe.decay_steps) == (round(0.05 * steps), steps)
+        trained.append(settings(name))
+        report.setdefault("pretraining", {})[name] = {str(seed): {f"{budgets[0]:g}": {
+            "steps": steps, "heldout": {"perplexity": 100.0}}}}
+
+    def fake_probe(paths, runs, name, seed, budget, task, fine_tune, report):
+        score = dev[settings(name)]
+        return {"score": score, "test": score - 0.01}
+
+    monkeypatch.setattr(pretraining_value, "pretrain", fake_pretrain)
+    monkeypatch.setattr(pretraining_value, "probe", fake_probe)
+    report = {"models": {}}
+    calibration = {"elmo": {"seconds_per_step": 0.5},
+                   "masked_elmo_cloze": {"seconds_per_step": 0.6}}
+    grid = pretraining_value.tuning_grid({}, "runs", report, calibration, lambda: None, [])
+    assert trained == [("elmo", 1e-3, False), ("elmo", 2e-3, False), ("elmo", 4e-3, False),
+                       ("elmo", 2e-3, True), ("masked_elmo_cloze", 1e-3, False),
+                       ("masked_elmo_cloze", 2e-3, False), ("masked_elmo_cloze", 4e-3, False),
+                       ("masked_elmo_cloze", 4e-3, True)]
+    assert grid["models"]["elmo"]["chosen"] == "elmo@lr=0.002,warmup_decay"
+    assert grid["models"]["masked_elmo_cloze"]["chosen"] == "masked_elmo_cloze@lr=0.004"
+    assert grid["models"]["elmo"]["steps"] == 1800
+    assert "elmo" in grid["models"]["elmo"]["points"]  # the recipe's own rate: its own run
+    assert report["models"]["elmo@lr=0.001"] == {"base": "elmo_cpu", "learning_rate": 1e-3}
+    table = pretraining_value.grid_table(report)
+    assert "| **masked_elmo_cloze@lr=0.004** | 1500 | 100.0 | 68.0 / 68.0 / 68.0 | 68.00 |" \
+        in table
