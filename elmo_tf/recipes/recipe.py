@@ -206,13 +206,16 @@ class Recipe:
     @classmethod
     def from_name(cls, name):
         """The named recipe `name` (see `names()`)."""
-        if name in _RECIPES:
-            return _RECIPES[name]
         for family in families():
+            if name in family.recipes and name in _RECIPES:
+                raise ValueError(f"recipe {name!r} is both elmo-tf's and the {family.name} "
+                                 "family's: rename the family's (Family.recipes).")
             if name in family.recipes:
                 return cls.from_dict({"name": name, "objective": family.objective,
                                       **family.recipes[name]},
                                      source=f"the {family.name} family's recipe {name!r}")
+        if name in _RECIPES:
+            return _RECIPES[name]
         raise ValueError(f"unknown recipe {name!r}; available: {list(cls.names())}, or a path "
                          "to a recipe JSON file.")
 
@@ -251,7 +254,7 @@ class Recipe:
             return dataclasses.replace(cls.from_name(base), **spec)
         if "model" not in spec:
             raise ValueError(f"{source}: missing 'model' (or give \"base\": a recipe name from "
-                             f"{list(_RECIPES)}).")
+                             f"{list(cls.names())}).")
         spec.setdefault("name", source)
         return cls(**spec)
 

@@ -340,7 +340,14 @@ def test_a_classifier_of_a_bilm_preset_splits_sentences_as_its_corpus_was(
         model = load(str(tmp_path / "backbone"), num_classes=2)
         assert model.tokenizer == "whitespace"
         assert model.preprocessor(sentence)["char_ids"].shape[:2] == (1, 4)
-    with pytest.raises(ValueError, match="tokenizer='whitespace', but the preprocessor splits "
-                                         "with 'wordpunct'"):
+    with pytest.raises(ValueError, match=r"tokenizer='whitespace', but the preprocessor \(the "
+                                         r"biLM preset's\) splits with 'wordpunct'"):
         TextClassifier.from_preset(str(tmp_path / "run"), num_classes=2,
                                    tokenizer="whitespace")
+    # A corpus split with tensorflow-text's tokenizer: the task needs a core one, named.
+    write_model_files(backbone, str(tmp_path / "script"), tokenizer="unicode_script")
+    with pytest.raises(ValueError, match="split with 'unicode_script', which a task model "
+                                         "cannot use"):
+        TextClassifier.from_preset(str(tmp_path / "script"), num_classes=2)
+    assert TextClassifier.from_preset(str(tmp_path / "script"), num_classes=2,
+                                      tokenizer="wordpunct").tokenizer == "wordpunct"

@@ -27,7 +27,8 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
     out and projected to `len(tags)` logits per token: `[batch, time]` logits with a Keras
     mask, so that Keras leaves padding out of the metrics. The loss is the cross-entropy's
     mean over the real tokens of the global batch, however the replicas of a strategy split
-    them (`global_loss_counts`): 2 replicas train as 1.
+    them (`global_loss_counts`): 2 replicas train as 1; the `loss` logged is the mean over
+    every token of the epoch (not over its batches' means).
 
     Args:
         embedding: an `ElmoEmbedding` (any backbone: ELMo, Masked ELMo).
@@ -96,9 +97,23 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
         nll = keras.losses.sparse_categorical_crossentropy(y, y_pred, from_logits=True)
         loss = tf.math.divide_no_nan(tf.reduce_sum(tf.where(mask, nll, 0.0)),
                                      counts["tokens"])
-        if self.losses:
-            loss += tf.add_n(self.losses) / tf.distribute.get_strategy().num_replicas_in_sync
+        if self.losses:  # each summed in float32, a replica's share of it
+            loss += tf.add_n([tf.cast(tf.reduce_sum(extra), tf.float32) for extra in self.losses]
+                             ) / tf.distribute.get_strategy().num_replicas_in_sync
         return loss
+
+    def compile(self, optimizer="auto", loss="auto", **kwargs):
+        """`DownstreamTask.compile`; the loss is the tagger's own (`compute_loss`: the tags'
+        cross-entropy, a mean over the global batch's tokens), so `loss` is `"auto"` or
+        Keras's `SparseCategoricalCrossentropy(from_logits=True)`, which it computes."""
+        if loss != "auto" and not (
+                isinstance(loss, keras.losses.SparseCategoricalCrossentropy)
+                and loss.get_config().get("from_logits")
+                and loss.get_config().get("ignore_class") is None):
+            raise ValueError(f"a SequenceTagger's loss is the tags' cross-entropy of its logits, "
+                             f"over the real tokens (compute_loss); got loss={loss!r}: compile "
+                             "with loss='auto'.")
+        super().compile(optimizer, loss, **kwargs)
 
     # --- fine-tuning on CoNLL files ------------------------------------------------------
     @classmethod

@@ -11,6 +11,7 @@ from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.text.tokenizers import CORE_TOKENIZERS
 
 
 @register_task
@@ -121,9 +122,17 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
             raise TypeError(f"a TextClassifier's preprocessor is a TaskPreprocessor; got a "
                             f"{type(preprocessor).__name__}.")
         given = preprocessor.tokenizer.tokenizer
+        if given not in CORE_TOKENIZERS:  # a corpus split with tensorflow-text's
+            if tokenizer is None:
+                raise ValueError(
+                    f"the biLM's corpus was split with {given!r}, which a task model cannot "
+                    f"use (its SavedModel serves raw text with core ops only: "
+                    f"{list(CORE_TOKENIZERS)}); give tokenizer= one of those to split the "
+                    "task's sentences otherwise.")
+            return tokenizer
         if tokenizer is not None and tokenizer != given:
-            raise ValueError(f"tokenizer={tokenizer!r}, but the preprocessor splits with "
-                             f"{given!r}: give one of them.")
+            raise ValueError(f"tokenizer={tokenizer!r}, but the preprocessor (the biLM "
+                             f"preset's) splits with {given!r}: leave tokenizer out.")
         return given
 
     @staticmethod

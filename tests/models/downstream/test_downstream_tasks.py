@@ -117,6 +117,10 @@ def test_the_taggers_loss_is_the_mean_over_the_global_batchs_tokens():
         np.testing.assert_allclose(ga + gb, g, atol=1e-6)
     halves = (np.mean(nll[:6]) + np.mean(nll[6:])) / 2  # what a mean per replica gave
     assert abs(halves - float(whole)) > 1e-3
+    # The loss is the tagger's own: another one given to compile is refused, not ignored.
+    with pytest.raises(ValueError, match="compile with loss='auto'"):
+        tagger.compile(loss=keras.losses.SparseCategoricalCrossentropy(ignore_class=0,
+                                                                       from_logits=True))
 
 
 def test_the_pair_classifier_matches_u_v_their_difference_and_product():
