@@ -89,11 +89,15 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
                                         training=training)
         counts = loss_counts or self.global_loss_counts(x, y)
         mask = char_ids_mask(x["char_ids"])
-        time = tf.shape(y_pred)[1]
         if isinstance(y, tf.RaggedTensor):
             y = y.to_tensor(0)
-        y = tf.cast(y[:, :time], tf.int32)
-        y = tf.pad(y, [[0, 0], [0, time - tf.shape(y)[1]]])  # tags of a shorter width
+        # One tag per token: a tag matrix of another width is misaligned (as Keras's loss
+        # refused it; XLA drops the check, and `finetune` pads both to one width).
+        tf.debugging.assert_equal(
+            tf.shape(y)[1], tf.shape(y_pred)[1],
+            message="a SequenceTagger's tags must be one per token of its sentences "
+                    "(whitespace-separated), padded to the longest sentence")
+        y = tf.cast(y, tf.int32)
         nll = keras.losses.sparse_categorical_crossentropy(y, y_pred, from_logits=True)
         loss = tf.math.divide_no_nan(tf.reduce_sum(tf.where(mask, nll, 0.0)),
                                      counts["tokens"])

@@ -117,6 +117,9 @@ def test_the_taggers_loss_is_the_mean_over_the_global_batchs_tokens():
         np.testing.assert_allclose(ga + gb, g, atol=1e-6)
     halves = (np.mean(nll[:6]) + np.mean(nll[6:])) / 2  # what a mean per replica gave
     assert abs(halves - float(whole)) > 1e-3
+    # Tags of another width than the tokens are misaligned: refused.
+    with pytest.raises(tf.errors.InvalidArgumentError, match="one per token"):
+        tagger.compute_loss(x, tf.pad(tags, [[0, 0], [0, 1]]), tagger(x))
     # The loss is the tagger's own: another one given to compile is refused, not ignored.
     with pytest.raises(ValueError, match="compile with loss='auto'"):
         tagger.compile(loss=keras.losses.SparseCategoricalCrossentropy(ignore_class=0,
