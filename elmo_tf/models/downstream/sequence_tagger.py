@@ -6,13 +6,13 @@ import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
 from elmo_tf.metrics import scores
-from elmo_tf.ops.padding import char_ids_mask
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
     _softmax,
     check_known_labels,
     register_task,
 )
+from elmo_tf.ops.padding import char_ids_mask
 
 
 @register_task
