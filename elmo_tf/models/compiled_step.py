@@ -147,6 +147,15 @@ class CompiledStep:
         here, outside the compiled part), or None when the loss needs none."""
         return None
 
+    @staticmethod
+    def summed_over_replicas(counts):
+        """`counts` (a nest of tensors) summed over the replicas of the strategy in scope (as
+        they are without one): what `global_loss_counts` returns."""
+        context = tf.distribute.get_replica_context()
+        if context is None:
+            return counts
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
+
     def loss_weight(self, x, counts):
         """What one replica's batch loss weighs in the `loss` metric (Keras's running mean of
         the batch losses, `loss` and `val_loss` in the logs): its rows, as in Keras's own

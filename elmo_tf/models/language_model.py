@@ -119,12 +119,9 @@ class LanguageModel(Task, keras.Model):
         gradients, so a replica's loss is its part of that mean)."""
         if not isinstance(y, dict):
             return None  # compute_loss refuses such targets, with the reason
-        counts = {name: tf.reduce_sum(tf.cast(tf.cast(targets, tf.int32) >= 0, tf.float32))
-                  for name, targets in y.items()}
-        context = tf.distribute.get_replica_context()
-        if context is not None:
-            counts = context.all_reduce(tf.distribute.ReduceOp.SUM, counts)
-        return counts
+        return self.summed_over_replicas({
+            name: tf.reduce_sum(tf.cast(tf.cast(targets, tf.int32) >= 0, tf.float32))
+            for name, targets in y.items()})
 
     def loss_weight(self, x, counts):
         """The words a batch's loss is the mean over (all its targets' counts, global): the

@@ -30,12 +30,9 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     """
 
     def __init__(self, learning_rate, warmup_steps=0, decay_steps=None):
-        if not (isinstance(warmup_steps, int) and warmup_steps >= 0):
-            raise ValueError(f"warmup_steps must be an integer >= 0; got {warmup_steps!r}.")
-        if decay_steps is not None and not (isinstance(decay_steps, int)
-                                            and decay_steps > warmup_steps):
-            raise ValueError(f"decay_steps must be None or an integer above warmup_steps "
-                             f"({warmup_steps}); got {decay_steps!r}.")
+        problems = schedule_problems(warmup_steps, decay_steps)
+        if problems:
+            raise ValueError("; ".join(problems) + ".")
         self.learning_rate = learning_rate
         self.warmup_steps = warmup_steps
         self.decay_steps = decay_steps
@@ -53,3 +50,21 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     def get_config(self):
         return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps,
                 "decay_steps": self.decay_steps}
+
+
+def schedule_problems(warmup_steps, decay_steps):
+    """A problem string for a schedule's step counts that are wrong (none: `[]`), in the one
+    wording `WarmupLinearDecay` and a `Recipe` give.
+
+    Example:
+    >>> schedule_problems(10, 10)
+    ['decay_steps must be None or an integer above warmup_steps (10); got 10']
+    """
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        return [f"warmup_steps must be an integer >= 0; got {warmup_steps!r}"]
+    if decay_steps is not None and (isinstance(decay_steps, bool)
+                                    or not isinstance(decay_steps, int)
+                                    or decay_steps <= warmup_steps):
+        return [f"decay_steps must be None or an integer above warmup_steps ({warmup_steps}); "
+                f"got {decay_steps!r}"]
+    return []

@@ -12,6 +12,7 @@ from elmo_tf.models.family import (
     family_for_objective,
     family_for_options,
 )
+from elmo_tf.optimizers.warmup_linear_decay import schedule_problems
 
 OPTIMIZERS = ("adagrad", "adam")
 
@@ -143,14 +144,7 @@ class Recipe:
                             f"masks_per_sentence ({self.masks_per_sentence})")
         if self.steps is not None:
             problems += positive_int_problems(steps=self.steps)
-        if not (isinstance(self.warmup_steps, int) and not isinstance(self.warmup_steps, bool)
-                and self.warmup_steps >= 0):
-            problems.append(f"warmup_steps must be an integer >= 0; got {self.warmup_steps!r}")
-        elif self.decay_steps is not None and not (
-                isinstance(self.decay_steps, int) and not isinstance(self.decay_steps, bool)
-                and self.decay_steps > self.warmup_steps):
-            problems.append(f"decay_steps must be None or an integer above warmup_steps "
-                            f"({self.warmup_steps}); got {self.decay_steps!r}")
+        problems += schedule_problems(self.warmup_steps, self.decay_steps)
         if self.max_vocabulary_size is not None and (
                 not isinstance(self.max_vocabulary_size, int) or self.max_vocabulary_size < 4):
             problems.append(f"max_vocabulary_size must be None or an integer >= 4 (the three "

@@ -70,11 +70,8 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
     def global_loss_counts(self, x, y):
         """`{"tokens": the real tokens of the global batch}` (summed over the replicas, outside
         a compiled step: `CompiledStep`), the loss's denominator."""
-        tokens = tf.reduce_sum(tf.cast(char_ids_mask(x["char_ids"]), tf.float32))
-        context = tf.distribute.get_replica_context()
-        if context is not None:
-            tokens = context.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
-        return {"tokens": tokens}
+        return self.summed_over_replicas(
+            {"tokens": tf.reduce_sum(tf.cast(char_ids_mask(x["char_ids"]), tf.float32))})
 
     def loss_weight(self, x, counts):
         return counts["tokens"]  # the `loss` metric: the mean over every token seen
