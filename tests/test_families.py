@@ -78,6 +78,50 @@ def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
     np.testing.assert_allclose(served["lstm_outputs1"][0], dumped[1], atol=1e-6)
 
 
+def test_a_family_owns_its_hyper_parameters(toy_family, tmp_path):
+    """The toy's `reverse` (`ToyFamily.settings_class`), from its folder alone: a key of its
+    recipe files and run.json, refused in another family's recipe, read by its batches."""
+    from elmo_tf.training.run_directory import RunDirectory
+
+    recipe_file = tmp_path / "reverse.json"
+    recipe_file.write_text(json.dumps({"base": "toy_tiny", "reverse": True}))
+    recipe = Recipe.from_file(str(recipe_file))
+    assert recipe.family_settings.reverse is True
+    assert Recipe.from_name("toy_tiny").family_settings.reverse is False
+    with pytest.raises(ValueError, match="reverse is the 'toy_lm' objective's; leave it out "
+                                         "of a 'bilm' recipe"):
+        Recipe.from_dict({"base": "tiny", "reverse": True})
+    with pytest.raises(ValueError, match="reverse must be true or false; got 'yes'"):
+        Recipe.from_dict({"base": "toy_tiny", "reverse": "yes"})
+    with pytest.raises(ValueError, match=r"unknown recipe keys \['selection_rat'\]; accepted: "
+                                         r"\[.*'reverse'\]"):
+        Recipe.from_dict({"base": "toy_tiny", "selection_rat": 0.2})
+
+    # Its batches read each sentence backwards: the target of a word is the word before it.
+    vocabulary = _vocabulary()
+    sentence = tf.data.Dataset.from_tensors(tf.constant(["the", "cat", "sees"]))
+    (_, targets), = recipe.family.evaluation_batches(sentence, vocabulary, recipe,
+                                                     pad_to_buckets=False)
+    np.testing.assert_array_equal(targets["targets"][0],
+                                  vocabulary.lookup(tf.constant(["cat", "the"])).numpy().tolist()
+                                  + [-1])
+
+    corpus, run = _corpus(tmp_path / "train.txt", 100, 0), tmp_path / "run"
+    command = ["train", "--recipe", str(recipe_file), "--corpus", corpus, "--steps", "2",
+               "--output", str(run)]
+    assert cli.main(command) == 0
+    recorded = json.loads((run / "run.json").read_text())["settings"]["recipe"]
+    assert recorded["reverse"] is True
+    assert RunDirectory(str(run)).recipe() == recipe
+    assert cli.main(command) == 0  # the same run: it resumes (finished), no difference
+
+
+def _vocabulary():
+    from elmo_tf.text.vocabulary import Vocabulary
+
+    return Vocabulary(["<S>", "</S>", "<UNK>"] + WORDS)
+
+
 def test_a_familys_recipe_names_are_its_own(toy_family):
     class Copy(ToyFamily):
         name, objective = "toy_copy", "toy_copy_lm"

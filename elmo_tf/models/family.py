@@ -26,11 +26,16 @@ class Family:
             beside those files names it).
         tokenizer_class: its `CharIdsTokenizer` subclass (`backbone_cls` its backbone), which
             model directories carry as KerasHub's tokenizer (None: none).
-        recipe_fields: the `Recipe` fields only this family reads (left out of other
-            families' run records).
-        recipes: named recipes of a family outside the package: name -> a recipe file's
-            object (`{"model": preset, "mode": "sentence", ...}`; the family's objective is
-            added), which `Recipe.from_name` and `train --recipe NAME` then know.
+        settings_class: the hyper-parameters only this family has: a frozen dataclass with
+            a default for every field (None: none). Its fields are keys of the family's
+            recipe files and run.json records beside the shared ones; a recipe holds them as
+            `Recipe.family_settings`, and `recipe_problems` checks them. Fields named in its
+            `ADDED_LATER` (a tuple, optional) are left out of run.json at their defaults, as
+            the runs recorded before them were, so that those runs resume.
+        recipes: the family's named recipes: name -> a recipe file's object
+            (`{"model": preset, "mode": "sentence", ...}`, or `{"base": another name, ...}`;
+            the family's objective is added), which `Recipe.from_name` and
+            `train --recipe NAME` know.
         next_token_bound: whether the built-in corpus's best perplexity (a next-token bound)
             applies to its perplexity.
         reads_unmarked_options: whether options.json files no family claims
@@ -49,7 +54,7 @@ class Family:
     config_class = None
     backbone_class = None
     tokenizer_class = None
-    recipe_fields = ()
+    settings_class = None
     recipes = {}
     next_token_bound = False
     reads_unmarked_options = False
@@ -64,8 +69,14 @@ class Family:
 
     def recipe_problems(self, recipe):
         """What makes `recipe` wrong for this family (a list of strings; the `Recipe` checks its
-        own fields)."""
+        shared fields, the family its `family_settings` and how they combine with them)."""
         return []
+
+    def copies_per_sentence(self, recipe):
+        """How many times a training batch reads each sentence (the masked LM's mask
+        accumulation; 1 here): an epoch's steps and a step's tokens count each copy, and each
+        replica's rows are a multiple of it."""
+        return 1
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         """The recipe's pre-training task (a `LanguageModel`: `train` and `evaluate` give it

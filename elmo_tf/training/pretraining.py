@@ -108,10 +108,12 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
                          "would stop it at another step, and the others would wait for it "
                          "forever; give steps (--steps) to a multi-worker run.")
     replicas = strategy.num_replicas_in_sync
-    if recipe.batch_size % (replicas * recipe.masks_per_sentence):
+    copies = recipe.family.copies_per_sentence(recipe)
+    if recipe.batch_size % (replicas * copies):
         raise ValueError(f"the recipe's batch_size ({recipe.batch_size}) must be a multiple of "
-                         f"the {replicas} replicas times masks_per_sentence "
-                         f"({recipe.masks_per_sentence}).")
+                         f"the {replicas} replicas" + (
+                             f" times the {copies} copies of each sentence its batches "
+                             "read" if copies > 1 else "") + ".")
     run = RunDirectory(output)
     # Checked before any work, and before anything is written; a resumed run keeps its own
     # vocab.txt and ignores the file.
@@ -206,8 +208,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if budget is not None:
         callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
-    # Corpus tokens per step (each of the masked LM's K copies of a sentence reads it again).
-    tokens_per_step = size["tokens"] * recipe.masks_per_sentence / steps_per_epoch
+    # Corpus tokens per step (each copy of a sentence, the masked LM's K, reads it again).
+    tokens_per_step = size["tokens"] * recipe.family.copies_per_sentence(recipe) / steps_per_epoch
     callbacks.append(StepTimes(run if is_chief(strategy) else None, record, tokens_per_step))
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
@@ -407,7 +409,8 @@ def _steps_per_epoch(recipe, size, pairs):
     sentence mode."""
     if recipe.mode == "stream":
         return math.ceil(pairs / (recipe.batch_size * recipe.window))
-    return math.ceil(size["sentences"] * recipe.masks_per_sentence / recipe.batch_size)
+    return math.ceil(size["sentences"] * recipe.family.copies_per_sentence(recipe)
+                     / recipe.batch_size)
 
 
 def _training_dataset(corpus, vocab, recipe, read, strategy, seed, done,

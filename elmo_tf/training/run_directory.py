@@ -37,7 +37,7 @@ from elmo_tf.files import (
     remove_stale_temporaries,
     write_json_atomically,
 )
-from elmo_tf.models.family import families, family_for_backbone
+from elmo_tf.models.family import family_for_backbone
 from elmo_tf.models.load_backbone import load_backbone
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.checkpoints import save_weights_atomically
@@ -216,23 +216,25 @@ def write_model_files(backbone, directory, training=None, tokenizer="whitespace"
 
 
 def recipe_settings(recipe):
-    """The recipe as run.json records it (plain JSON values): without the fields other
-    families own (`Family.recipe_fields`), and without the fields added to recipes after runs
-    recorded them when they hold their defaults (`objective`: ELMo's, the only one before
-    there were families; `optimizer`: bilm-tf's Adagrad; `next_token_weight`, `cloze_weight`,
-    `replaced_token_weight`, `warmup_steps`: 0; `steps`, `decay_steps`: None), so that those
+    """The recipe as run.json records it (plain JSON values; the family's own hyper-parameters,
+    `Recipe.family_settings`, as keys beside the shared ones), without the fields added to
+    recipes after runs recorded them when they hold their defaults (`objective`: ELMo's, the
+    only one before there were families; `optimizer`: bilm-tf's Adagrad; `warmup_steps`: 0;
+    `steps`, `decay_steps`: None; a family's `settings_class.ADDED_LATER`), so that those
     runs resume."""
-    values = {f: getattr(recipe, f) for f in recipe.__dataclass_fields__}
+    values = {f.name: getattr(recipe, f.name) for f in dataclasses.fields(recipe)
+              if f.name != "family_settings"}
     values["model"] = recipe.model.to_options()
-    for family in families():
-        if family is not recipe.family:
-            for name in family.recipe_fields:
-                values.pop(name, None)
     defaults = {f.name: f.default for f in dataclasses.fields(recipe)}
-    for name in ("objective", "optimizer", "next_token_weight", "cloze_weight",
-                 "replaced_token_weight", "steps", "warmup_steps", "decay_steps"):
-        if name in values and values[name] == defaults[name]:
+    for name in ("objective", "optimizer", "steps", "warmup_steps", "decay_steps"):
+        if values[name] == defaults[name]:
             del values[name]
+    settings = recipe.family_settings
+    if settings is not None:
+        added_later = getattr(settings, "ADDED_LATER", ())
+        values.update({f.name: getattr(settings, f.name)
+                       for f in dataclasses.fields(settings)
+                       if not (f.name in added_later and getattr(settings, f.name) == f.default)})
     return json.loads(json.dumps(values))
 
 

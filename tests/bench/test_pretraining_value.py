@@ -24,7 +24,7 @@ def test_every_model_is_a_recipe_and_the_wide_ones_double_the_cpu_recipes_lstms(
         # Everything else is the CPU recipe's (without the cloze loss masked_elmo_cpu took
         # after the wide runs were measured).
         assert dataclasses.replace(recipes[wide], model=architecture(base), name=base,
-                                   cloze_weight=Recipe.from_name(base).cloze_weight) == \
+                                   family_settings=Recipe.from_name(base).family_settings) == \
             Recipe.from_name(base)
 
 

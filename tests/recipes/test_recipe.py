@@ -33,21 +33,23 @@ def test_masked_recipes_are_their_elmo_counterparts_with_the_measured_batches():
                                ("masked_elmo_cpu", "elmo_cpu", "sentence"),
                                ("tiny_masked", "tiny", "sentence")):
         recipe = Recipe.from_name(masked)
-        assert (recipe.objective, recipe.mode, recipe.selection_rate,
+        settings = recipe.family_settings
+        assert (recipe.objective, recipe.mode, settings.selection_rate,
                 type(recipe.model).__name__) == ("masked_lm", mode, 0.4, "MaskedElmoConfig")
         assert dataclasses.replace(recipe, name=base, model=Recipe.from_name(base).model,
                                    objective="bilm", mode=Recipe.from_name(base).mode,
-                                   selection_rate=Recipe.from_name(base).selection_rate,
-                                   steps=Recipe.from_name(base).steps, cloze_weight=0.0
+                                   steps=Recipe.from_name(base).steps, family_settings=None
                                    ) == Recipe.from_name(base)
-        assert recipe.cloze_weight == (1.0 if masked == "masked_elmo_cpu" else 0.0)
+        assert (settings.masks_per_sentence, settings.next_token_weight,
+                settings.replaced_token_weight) == (1, 0.0, 0.0)
+        assert settings.cloze_weight == (1.0 if masked == "masked_elmo_cpu" else 0.0)
     # The CPU recipes train for the minutes their docs state, whatever the corpus: elmo_cpu
     # the 3,700 steps of its documented 30-minute run, masked_elmo_cpu as many minutes at its
     # step time (0.427 s against 0.388 s, the protocol's calibrations on one machine).
     elmo, masked = Recipe.from_name("elmo_cpu"), Recipe.from_name("masked_elmo_cpu")
     assert elmo.steps == 3700
     assert masked.steps * 0.428 == pytest.approx(elmo.steps * 0.388, rel=0.01)  # with cloze
-    assert masked.cloze_weight == 1.0  # measured better at equal compute (docs/masked_elmo.md)
+    assert masked.family_settings.cloze_weight == 1.0  # measured better at equal compute (docs/masked_elmo.md)
     # A recipe file that asks for epochs trains them, not its base's steps.
     assert Recipe.from_dict({"base": "elmo_cpu", "epochs": 5}).steps is None
     assert Recipe.from_dict({"base": "elmo_cpu", "batch_size": 32}).steps == 3700
@@ -150,7 +152,7 @@ def test_the_masked_lm_options_round_trip_through_recipes_run_records_and_option
     # resume).
     electra = Recipe.from_dict({"base": "tiny_masked", "replaced_token_weight": 50.0})
     assert recipe_settings(electra)["replaced_token_weight"] == 50.0
-    assert Recipe.from_dict(recipe_settings(electra)).replaced_token_weight == 50.0
+    assert Recipe.from_dict(recipe_settings(electra)).family_settings.replaced_token_weight == 50
     assert "replaced_token_weight" not in settings
     # Run records of masked runs from before the fields existed hold no next_token_weight or
     # cloze_weight.
@@ -173,4 +175,5 @@ def test_masks_per_sentence_times_the_selection_rate_above_1_is_a_recipe_error()
         Recipe.from_dict({"base": "tiny_masked", "masks_per_sentence": 4, "batch_size": 32})
     recipe = Recipe.from_dict({"base": "tiny_masked", "masks_per_sentence": 2, "batch_size": 32,
                                "selection_rate": 0.5})
-    assert recipe.masks_per_sentence * recipe.selection_rate == 1.0
+    settings = recipe.family_settings
+    assert settings.masks_per_sentence * settings.selection_rate == 1.0

@@ -6,6 +6,7 @@ from elmo_tf.models.family import Family
 from elmo_tf.text.char_ids import tokens_to_char_ids
 from tests.toy_family.toy_backbone import ToyBackbone, ToyConfig
 from tests.toy_family.toy_language_model import ToyLanguageModel
+from tests.toy_family.toy_settings import ToySettings
 
 
 class ToyFamily(Family):
@@ -13,6 +14,7 @@ class ToyFamily(Family):
     objective = "toy_lm"
     config_class = ToyConfig
     backbone_class = ToyBackbone
+    settings_class = ToySettings
     recipes = {"toy_tiny": {"model": "toy_tiny", "mode": "sentence", "batch_size": 16,
                             "optimizer": "adam", "learning_rate": 0.05, "dropout": 0.0}}
 
@@ -20,7 +22,11 @@ class ToyFamily(Family):
         return "toy" in options
 
     def recipe_problems(self, recipe):
-        return [] if recipe.mode == "sentence" else ["the toy reads sentence batches only"]
+        problems = [] if recipe.mode == "sentence" else ["the toy reads sentence batches only"]
+        if not isinstance(recipe.family_settings.reverse, bool):
+            problems.append(f"reverse must be true or false; got "
+                            f"{recipe.family_settings.reverse!r}")
+        return problems
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         lm = ToyLanguageModel(ToyBackbone(recipe.model, dtype=dtype), vocabulary_size,
@@ -31,14 +37,17 @@ class ToyFamily(Family):
     def training_batches(self, sentences, vocabulary, recipe, *, per_replica, replicas, seed,
                          pad_to_buckets):
         return _batches(sentences.shuffle(1000, seed=seed).repeat(), vocabulary,
-                        per_replica, recipe.model.max_characters_per_token)
+                        per_replica, recipe)
 
     def evaluation_batches(self, sentences, vocabulary, recipe, *, pad_to_buckets):
-        return _batches(sentences, vocabulary, recipe.batch_size,
-                        recipe.model.max_characters_per_token)
+        return _batches(sentences, vocabulary, recipe.batch_size, recipe)
 
 
-def _batches(sentences, vocabulary, batch_size, max_characters_per_token):
+def _batches(sentences, vocabulary, batch_size, recipe):
+    max_characters_per_token = recipe.model.max_characters_per_token
+    if recipe.family_settings.reverse:
+        sentences = sentences.map(lambda tokens: tokens[::-1])
+
     def encode(tokens):
         ids = vocabulary.lookup(tokens)
         return ({"char_ids": tokens_to_char_ids(tokens[None], max_characters_per_token)[0]},

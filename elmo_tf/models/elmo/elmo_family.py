@@ -27,6 +27,27 @@ class ElmoFamily(Family):
     tokenizer_class = ElmoTokenizer
     next_token_bound = True
     reads_unmarked_options = True  # released files carry no mark
+    # `elmo_original` is the paper's run (`docs/conventions.md` §7: 2x4096/512 LSTMs, the
+    # 2048-filter char CNN, 2 highways, clips 3, and `Recipe`'s defaults: stream batches of
+    # 20-token windows, 8192 sampled negatives, dropout 0.1, Adagrad 0.2 with initial
+    # accumulator 1.0, global-norm clip 10, 10 epochs; bilm-tf ran 128 rows on each of 3 GPUs,
+    # so the global batch is 384). `elmo_small` and `elmo_medium` train the released
+    # small/medium shapes the same way. `tiny` is a model of a few hundred thousand parameters
+    # for tests and the demo.
+    recipes = {
+        "elmo_original": {"model": "elmo_original", "batch_size": 384},
+        "elmo_medium": {"model": "elmo_medium", "batch_size": 384},
+        "elmo_small": {"model": "elmo_small", "batch_size": 384},
+        "tiny": {"model": "tiny", "batch_size": 32, "epochs": 3},
+        # Half an hour on 2 CPU cores for ~1.4 M tokens of real text (bench/downstream.py,
+        # bench/elmo_cpu_in_30_minutes.py): Adam, sentence batches (scored as an n-gram model
+        # is: each sentence from an empty context), 3,700 steps whatever the corpus, a shuffle
+        # buffer that holds the whole corpus (a corpus of documents in order, shuffled 10,000
+        # sentences at a time, swings the model from one source to the next every pass).
+        "elmo_cpu": {"model": "elmo_cpu", "mode": "sentence", "batch_size": 64,
+                     "num_negatives": 2048, "optimizer": "adam", "learning_rate": 2e-3,
+                     "epochs": 2, "steps": 3700, "min_count": 2, "shuffle_buffer": 100_000},
+    }
 
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         backbone = ElmoBackbone(recipe.model, stateful=recipe.mode == "stream",
