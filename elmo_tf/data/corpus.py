@@ -48,13 +48,15 @@ class CorpusStats:
         skipped_non_utf8: lines dropped because they are not valid UTF-8.
         split_long_lines: lines cut into pieces because they had more than `max_tokens_per_line`
             tokens (counted once per line, not per piece).
+        bytes_read: the lines' bytes, one line end each (of files: their size, where every
+            line ends in one byte, `corpus_bytes`).
 
     Example:
     >>> stats = CorpusStats.count("news.en-*")
     >>> stats.log()          # elmo_tf: 306,068 lines read, 0 skipped (not valid UTF-8), ...
     """
 
-    NAMES = ("lines_read", "skipped_non_utf8", "split_long_lines")
+    NAMES = ("lines_read", "skipped_non_utf8", "split_long_lines", "bytes_read")
 
     def __init__(self):
         self.reset()
@@ -68,7 +70,8 @@ class CorpusStats:
         return stats
 
     def add(self, counts):
-        """Adds one batch's counts (`[lines_read, skipped_non_utf8, split_long_lines]`)."""
+        """Adds one batch's counts (`[lines_read, skipped_non_utf8, split_long_lines,
+        bytes_read]`)."""
         for name, value in zip(self.NAMES, counts):
             setattr(self, name, getattr(self, name) + int(value))
 
@@ -161,7 +164,8 @@ def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
         tokenizer, max_tokens_per_line, tfds_data_dir, tfds_split, text_feature, shuffle_files,
             seed: see `read_corpus`.
         with_counts: give each batch's counts with it: `(tokens, counts)`, `counts` int64
-            `[lines read, lines skipped (not UTF-8), long lines split]` (`CorpusStats.add`).
+            `[lines read, lines skipped (not UTF-8), long lines split, bytes read]`
+            (`CorpusStats.add`).
 
     Returns:
         `tf.data.Dataset` of string `tf.RaggedTensor`s `[sentences, None]` (ragged rank 1), or of
@@ -200,13 +204,29 @@ def read_corpus_batches(source, *, lines_per_batch=1024, tokenizer="whitespace",
             return pieces
         return pieces, tf.stack([tf.size(batch, out_type=tf.int64),
                                  tf.math.count_nonzero(~valid),
-                                 tf.math.count_nonzero(lengths > max_tokens)])
+                                 tf.math.count_nonzero(lengths > max_tokens),
+                                 tf.reduce_sum(tf.cast(tf.strings.length(batch), tf.int64))
+                                 + tf.size(batch, out_type=tf.int64)])
 
     return (lines.batch(lines_per_batch)
             .map(process, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True))
 
 
-def _find_files(source):
+def corpus_bytes(source):
+    """The size in bytes of a corpus's files (a glob or a list of globs), or None for a TFDS
+    source: what `CorpusStats.bytes_read` reaches after one pass where every line ends in one
+    byte (`\n`).
+
+    Example:
+    >>> corpus_bytes("news.en-*")
+    1048576
+    """
+    if isinstance(source, str) and source.startswith("tfds:"):
+        return None
+    return sum(tf.io.gfile.stat(f).length for f in _find_files(source, log=False))
+
+
+def _find_files(source, log=True):
     single = isinstance(source, (str, bytes, os.PathLike))
     patterns = [os.fsdecode(p) for p in ([source] if single else source)]
     if not patterns:
@@ -223,7 +243,8 @@ def _find_files(source):
     if not any(_has_text(f) for f in files):
         raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
                          f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
-    logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
+    if log:
+        logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
     return files
 
 

@@ -8,7 +8,7 @@ import time
 
 import tensorflow as tf
 
-from elmo_tf.data.corpus import CorpusStats, read_corpus_batches
+from elmo_tf.data.corpus import CorpusStats, corpus_bytes, read_corpus_batches
 from elmo_tf.text.vocabulary import Vocabulary
 
 logger = logging.getLogger("elmo_tf")
@@ -33,7 +33,8 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
             `read_corpus` (a glob, a list of globs, `"tfds:NAME"`).
         min_count: words seen fewer times are left out (`<UNK>` in training).
         max_size: at most this many tokens in all, the 3 specials included (most frequent kept).
-        progress: show the counts so far (sentences, tokens, distinct tokens) on stdout.
+        progress: show the counts so far (sentences, tokens, distinct tokens) on stdout, and
+            with a source of files, the share of their bytes read.
         batch_size: sentences (with a source: lines) counted per batch.
         stats: with a source, a `CorpusStats` the corpus's line counts are added to (one is made
             if None); they are logged at the end.
@@ -59,6 +60,7 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
                                  or max_size < 4):
         raise ValueError(f"max_size must be None or an int >= 4 (3 specials + 1 word), got "
                          f"{max_size!r}")
+    total_bytes = None
     if isinstance(dataset_or_source, tf.data.Dataset):
         if read_corpus_kwargs or stats is not None:
             names = [*read_corpus_kwargs, *(["stats"] if stats is not None else [])]
@@ -69,8 +71,9 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
         stats = CorpusStats() if stats is None else stats
         batches = read_corpus_batches(dataset_or_source, lines_per_batch=batch_size,
                                       with_counts=True, **read_corpus_kwargs)
+        total_bytes = corpus_bytes(dataset_or_source) if progress else None
 
-    counter, sentences, total = _count(batches, progress, stats)
+    counter, sentences, total = _count(batches, progress, stats, total_bytes)
     if stats is not None:
         stats.log()
         counts = stats.as_dict()
@@ -100,9 +103,10 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
     return Vocabulary(list(Vocabulary.SPECIALS) + [t for t, _ in kept], counts)
 
 
-def _count(batches, progress, stats=None):
+def _count(batches, progress, stats=None, total_bytes=None):
     """Returns (Counter of token bytes, sentences, tokens) of a dataset of sentence batches
-    (with their line counts, added to `stats`, when it is given)."""
+    (with their line counts, added to `stats`, when it is given; `total_bytes`: the files'
+    size, the progress's total)."""
 
     def count_batch(batch, *line_counts):
         ragged = isinstance(batch, tf.RaggedTensor)
@@ -115,7 +119,7 @@ def _count(batches, progress, stats=None):
     batches = (batches
                .map(count_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
                .prefetch(tf.data.AUTOTUNE))
-    bar = _Counts() if progress else None
+    bar = _Counts(total_bytes) if progress else None
     counter, sentences, total = collections.Counter(), 0, 0
     for n, size, unique, counts, *line_counts in batches.as_numpy_iterator():
         if stats is not None:
@@ -124,26 +128,43 @@ def _count(batches, progress, stats=None):
         for token, count in zip(unique.tolist(), counts.tolist()):
             counter[token] += count
         if bar is not None:
-            bar.update(sentences, total, len(counter))
+            bar.update(sentences, total, len(counter), stats)
     if bar is not None:
-        bar.update(sentences, total, len(counter), final=True)
+        bar.update(sentences, total, len(counter), stats, final=True)
     return counter, sentences, total
 
 
 class _Counts:
     """The counts so far, as whole numbers on one line of standard output (where `elmo-tf`'s
-    progress goes to stderr): refreshed in place at most twice a second on a terminal, and
-    written once more, whole, at the end."""
+    progress goes to stderr), after the share of the files read where their size is known
+    (`total_bytes`): refreshed in place at most twice a second on a terminal, and written once
+    more, whole, at the end (with the size read)."""
 
-    def __init__(self):
-        self.shown = 0.0
+    def __init__(self, total_bytes=None):
+        self.shown, self.width = 0.0, 0
+        self.total_bytes = total_bytes
 
-    def update(self, sentences, tokens, types, final=False):
+    def update(self, sentences, tokens, types, stats=None, final=False):
         now = time.monotonic()
         interactive = sys.stdout.isatty()
         if not final and (not interactive or now - self.shown < 0.5):
             return
         self.shown = now
-        line = f"vocabulary: {sentences:,} sentences, {tokens:,} tokens, {types:,} distinct"
+        line = f"{sentences:,} sentences, {tokens:,} tokens, {types:,} distinct"
+        read = stats.bytes_read if stats is not None else None
+        if self.total_bytes and read is not None:
+            line = (f"{_size(read)} read, " if final else
+                    f"{min(100, 100 * read // self.total_bytes)} % of "
+                    f"{_size(self.total_bytes)}, ") + line
+        line = "vocabulary: " + line
+        line, self.width = line.ljust(self.width), len(line)  # no tail of a longer line left
         sys.stdout.write(("\r" if interactive else "") + line + ("\n" if final else ""))
         sys.stdout.flush()
+
+
+def _size(n):
+    """`n` bytes for humans: `"512 B"`, `"1.5 kB"`, `"12.3 MB"`, `"4.1 GB"`."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"

@@ -6,7 +6,7 @@ import sys
 import pytest
 import tensorflow as tf
 
-from elmo_tf.data.corpus import CorpusStats, read_corpus, read_corpus_batches
+from elmo_tf.data.corpus import CorpusStats, corpus_bytes, read_corpus, read_corpus_batches
 
 SHARDS = [
     "The cat sat on the mat .\n\nA dog , a cat .\n",
@@ -70,13 +70,14 @@ def test_files_without_any_token_are_rejected_before_reading(tmp_path):
 
 
 def test_non_utf8_lines_are_skipped_and_counted_valid_multibyte_lines_kept(tmp_path):
-    write_shards(tmp_path, [b"\xff\xfe bad\nw\xc3\xb6rld \xe6\x9d\xb1\xe4\xba\xac\n",
-                            b"cut \xe6\x9d\n\xed\xa0\x80 surrogate\n",
-                            b"U+FFFD \xef\xbf\xbd is valid\nlast \xc3\xb6\n"])
+    shards = [b"\xff\xfe bad\nw\xc3\xb6rld \xe6\x9d\xb1\xe4\xba\xac\n",
+              b"cut \xe6\x9d\n\xed\xa0\x80 surrogate\n", b"U+FFFD \xef\xbf\xbd is valid\nlast \xc3\xb6\n"]
+    write_shards(tmp_path, shards)
     got = sentences(read_corpus(str(tmp_path / "*")))
     assert got == [["wörld", "東京"], ["U+FFFD", "\ufffd", "is", "valid"], ["last", "ö"]]
     stats = CorpusStats.count(str(tmp_path / "*"))
-    assert stats.as_dict() == {"lines_read": 6, "skipped_non_utf8": 3, "split_long_lines": 0}
+    assert stats.as_dict() == {"lines_read": 6, "skipped_non_utf8": 3, "split_long_lines": 0,
+                               "bytes_read": sum(map(len, shards))}
     assert "3 skipped (not valid UTF-8)" in stats.summary()
 
 
@@ -102,7 +103,8 @@ def test_stats_log_to_the_elmo_tf_logger(tmp_path, caplog):
     assert caplog.records[-1].name == "elmo_tf" and caplog.records[-1].levelname == "WARNING"
     assert "2 lines read, 1 skipped" in caplog.text
     stats.reset()
-    assert stats.as_dict() == {"lines_read": 0, "skipped_non_utf8": 0, "split_long_lines": 0}
+    assert stats.as_dict() == {"lines_read": 0, "skipped_non_utf8": 0, "split_long_lines": 0,
+                               "bytes_read": 0}
 
 
 def test_wordpunct_splits_punctuation_with_core_ops(tmp_path):
@@ -131,11 +133,14 @@ def test_each_batch_carries_its_own_counts(tmp_path):
     batches = list(read_corpus_batches(str(tmp_path / "*"), lines_per_batch=4,
                                        max_tokens_per_line=2, with_counts=True))
     assert len(batches) == 6
-    assert [c.numpy().tolist() for _, c in batches[:2]] == [[4, 2, 2], [4, 2, 2]]
+    # Each batch: "a b c", "\xff", "a b c", "\xff" (their bytes and line ends: 16).
+    assert [c.numpy().tolist() for _, c in batches[:2]] == [[4, 2, 2, 16], [4, 2, 2, 16]]
     stats = CorpusStats()
     for _, counts in batches:
         stats.add(counts)
-    assert stats.as_dict() == {"lines_read": 21, "skipped_non_utf8": 10, "split_long_lines": 11}
+    assert stats.as_dict() == {"lines_read": 21, "skipped_non_utf8": 10, "split_long_lines": 11,
+                               "bytes_read": 99}
+    assert corpus_bytes(str(tmp_path / "*")) == 99  # every line ends in one byte
     assert sum(int(tokens.row_lengths().shape[0]) for tokens, _ in batches) == \
         len(sentences(read_corpus(str(tmp_path / "*"), max_tokens_per_line=2)))
 

@@ -81,6 +81,27 @@ def test_a_dataset_gives_the_same_vocabulary_and_progress_does_not_matter(corpus
         build_vocabulary(read_corpus(source), tokenizer="wordpunct")
 
 
+def test_a_source_of_files_shows_the_share_of_their_bytes_read(corpus, tmp_path, capsys,
+                                                               monkeypatch):
+    """On a terminal, the counts so far follow the share of the files' size read (a known
+    total); the last line says what was read."""
+    import io
+
+    source = str(tmp_path / "*")
+    size = sum(f.stat().st_size for f in tmp_path.iterdir())
+    terminal = io.StringIO()
+    terminal.isatty = lambda: True
+    monkeypatch.setattr("sys.stdout", terminal)
+    monkeypatch.setattr("time.monotonic", iter(range(0, 10**6, 10)).__next__)  # always due
+    build_vocabulary(source, progress=True, batch_size=2)
+    shown = [line.strip() for line in terminal.getvalue().replace("\n", "\r").split("\r")
+             if line.strip()]
+    shares = [int(line.split(" % of ")[0].split()[-1]) for line in shown[:-1]]
+    assert shares and shares == sorted(shares) and shares[-1] == 100, shown
+    assert all(f" % of {size} B, " in line for line in shown[:-1]), shown
+    assert shown[-1].startswith(f"vocabulary: {size} B read, "), shown
+
+
 def test_tokenizer_and_stats_are_passed_to_read_corpus(corpus, tmp_path):
     (tmp_path / "news.en-bad").write_bytes(b"\xff bad\n")
     stats = CorpusStats()
