@@ -7,10 +7,12 @@ weight-mapping tests)."""
 
 import json
 import pathlib
+import shutil
 
 import h5py
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import elmo_tf
@@ -61,3 +63,62 @@ def test_language_model_weights_saved_by_0_1_load():
     with h5py.File(V0_1 / "language_model.weights.h5", "r") as f:
         np.testing.assert_array_equal(lm.softmax.kernel, f["vars/0"][...])
         np.testing.assert_array_equal(lm.softmax.bias, f["vars/1"][...])
+
+
+RUNS = pathlib.Path(__file__).parent / "fixtures" / "runs"
+
+
+@pytest.mark.parametrize("fixture, recipe", [("elmo_0_1", "tiny"),
+                                             ("masked_47014f7", "../masked_cloze.json")])
+def test_a_run_killed_under_an_earlier_version_resumes(fixture, recipe, tmp_path, monkeypatch):
+    """Runs killed after their last checkpoint (step 3) by elmo-tf 0.1 (ELMo) and by 47014f7
+    (Masked ELMo with a cloze loss: its recipe's fields before each family owned its own),
+    `tests/fixtures/runs/make.py`: the same command finishes them from that checkpoint (0.1's
+    optimizer state read in its order of the variables), and a larger `--steps` goes on."""
+    from elmo_tf import cli
+
+    for name in ("corpus.txt", "masked_cloze.json"):
+        shutil.copy(RUNS / name, tmp_path / name)
+    run = tmp_path / "parent" / "run"
+    shutil.copytree(RUNS / fixture, run)
+    record = json.loads((run / "run.json").read_text())
+    if isinstance(record["settings"]["corpus"], list):
+        # Recorded by the corpus file's resolved path: the same file, where this copy has it.
+        record["settings"]["corpus"][0]["file"] = str(tmp_path / "corpus.txt")
+        (run / "run.json").write_text(json.dumps(record))
+    monkeypatch.chdir(tmp_path / "parent")
+    command = ["train", "--recipe", recipe, "--corpus", "../corpus.txt", "--output", "run",
+               "--seed", "0"]
+    with h5py.File(run / "checkpoints" / "ckpt-000000003.weights.h5", "r") as f:
+        saved = _arrays(f)
+    assert cli.main(command + ["--steps", "3"]) == 0
+    assert (run / "weights.hdf5").exists() and (run / "options.json").exists()
+    with h5py.File(run / "language_model.weights.h5", "r") as f:
+        finished = _arrays(f)
+    # Finished from the checkpoint, not trained again: the same arrays (their paths are this
+    # version's).
+    assert _contents(finished) == _contents(saved)
+    accumulators = len([n for n in saved if n.startswith("optimizer/vars/")]) - 2
+    if fixture == "elmo_0_1":
+        # 0.1 listed the softmax's accumulators first; this version lists them last.
+        for old, now in ((2, accumulators), (3, accumulators + 1)):
+            np.testing.assert_array_equal(finished[f"optimizer/vars/{now}"],
+                                          saved[f"optimizer/vars/{old}"])
+    assert cli.main(command + ["--steps", "6"]) == 0
+    assert (run / "checkpoints" / "ckpt-000000006.weights.h5").exists()
+    with h5py.File(run / "language_model.weights.h5", "r") as f:
+        trained = _arrays(f)
+    assert _contents(trained) != _contents(saved)
+
+
+def _arrays(h5):
+    """Every dataset of an open h5 file by its path."""
+    arrays = {}
+    h5.visititems(lambda name, item: arrays.__setitem__(name, item[()])
+                  if isinstance(item, h5py.Dataset) else None)
+    return arrays
+
+
+def _contents(arrays):
+    """The arrays as a multiset, whatever their paths."""
+    return sorted((a.shape, np.asarray(a).tobytes()) for a in arrays.values())

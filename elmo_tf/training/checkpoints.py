@@ -8,6 +8,8 @@ import logging
 import math
 import os
 import re
+import shutil
+import tempfile
 
 import h5py
 import keras
@@ -164,6 +166,8 @@ def restore(lm, directory, strategy):
             lm.load_weights(found[step])
             break
         except (OSError, ValueError) as error:  # damaged where the quick check does not look
+            if _load_in_earlier_order(lm, found[step]):
+                break
             if is_multi_worker(strategy):
                 raise ValueError(f"{found[step]} cannot be loaded ({error}); restore it from "
                                  "another worker's --output.") from None
@@ -171,6 +175,43 @@ def restore(lm, directory, strategy):
             step = newest_whole()
     lm.reset_states()
     return max(step, 0)
+
+
+def _load_in_earlier_order(lm, path):
+    """Loads a checkpoint of elmo-tf 0.1 (before 64f6ca4), whose optimizer state (SparseAdagrad's
+    then: one accumulator a variable) lists the language model's own variables (its softmax)
+    before its backbone's, where `lm`'s list them after: a copy with the accumulators renumbered
+    to `lm`'s order is loaded, then removed. Returns False, loading nothing, for any other
+    file."""
+    variables = lm.trainable_variables
+    backbone = {id(v) for v in lm.backbone.trainable_variables}
+    earlier = ([i for i, v in enumerate(variables) if id(v) not in backbone]
+               + [i for i, v in enumerate(variables) if id(v) in backbone])
+    if earlier == sorted(earlier):
+        return False
+    try:
+        with h5py.File(path, "r") as f:
+            saved = f.get("optimizer/vars")
+            if (not isinstance(saved, h5py.Group)
+                    or set(saved) != {str(i) for i in range(2 + len(variables))}
+                    or any(saved[str(2 + old)].shape != tuple(variables[now].shape)
+                           for old, now in enumerate(earlier))):
+                return False
+    except (OSError, KeyError):  # damaged: not this one
+        return False
+    with tempfile.TemporaryDirectory() as directory:
+        copy = os.path.join(directory, os.path.basename(path))
+        shutil.copyfile(path, copy)
+        with h5py.File(copy, "r+") as f:
+            saved = f["optimizer/vars"]
+            for old in range(len(earlier)):  # names only: the data is not read
+                saved.move(str(2 + old), f"earlier_{old}")
+            for old, now in enumerate(earlier):
+                saved.move(f"earlier_{old}", str(2 + now))
+        lm.load_weights(copy)
+    logger.info("%s was written by elmo-tf 0.1: its optimizer state was read in that version's "
+                "order of the variables", path)
+    return True
 
 
 def _damaged(damaged, path, number, problem):
