@@ -129,10 +129,20 @@ def saved_as_untrainable(variables):
     leaves its variables' TensorFlow `trainable` True (Keras 3 filters them in the layer, and a
     `tf.Variable` takes the flag only when it is made), and `tf.saved_model.save` writes that
     flag: hence the private `_trainable`. A Keras variable whose freezing reached its
-    `tf.Variable` would make this unnecessary."""
-    with attribute_set([v.value if hasattr(v, "value") else v for v in variables],
+    `tf.Variable` would make this unnecessary. Under a `tf.distribute` strategy, each
+    replica's copy says so (a distributed variable's `trainable` is its first copy's)."""
+    with attribute_set([part for v in variables for part in _tf_variables(v)],
                        "_trainable", False):
         yield
+
+
+def _tf_variables(variable):
+    """The `tf.Variable`s behind a Keras variable (or a TensorFlow one): one, or a distributed
+    variable's copies, one per replica."""
+    value = getattr(variable, "_value", variable)
+    if isinstance(value, tf.distribute.DistributedValues):
+        return list(value.values)
+    return [value]
 
 
 @contextlib.contextmanager

@@ -20,6 +20,7 @@ import pytest
 
 from elmo_tf import cli
 from elmo_tf.training import run_directory
+from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV, kill_when
 
 
@@ -95,10 +96,11 @@ def test_dump_whose_writes_fail_exits_cleanly_and_leaves_nothing(tiny_model, tmp
     _, _, options_file, _ = tiny_model
     out = tmp_path / "out"
     out.mkdir()
-    done = subprocess.run(
+    done = subprocesses.run(
         [sys.executable, str(LAUNCHER), "dump", _sentences(tmp_path), str(out / "vec.hdf5"),
          "--model", str(options_file.parent)], preexec_fn=_limit_file_size,
-        env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, timeout=600)
+        env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, seconds=600,
+        what="dump on a full disk")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     assert f"writing {out / 'vec.hdf5'} failed" in done.stderr and "File too large" in done.stderr
@@ -146,10 +148,11 @@ def test_train_whose_checkpoint_write_fails_exits_cleanly_and_leaves_nothing(tmp
     with tracebacks and a segfault."""
     corpus = _sentences(tmp_path, n=60)
     output = tmp_path / "run"
-    done = subprocess.run(
+    done = subprocesses.run(
         [sys.executable, str(LAUNCHER), "train", "--recipe", "tiny", "--corpus", corpus,
          "--steps", "1", "--output", str(output)], preexec_fn=_limit_file_size,
-        env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, timeout=600)
+        env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, seconds=600,
+        what="train on a full disk")
     assert done.returncode == 2, done.stderr[-3000:]
     assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr
     checkpoint = output / "checkpoints" / "ckpt-000000001.weights.h5"
@@ -207,15 +210,16 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
                                stderr=subprocess.PIPE)
     temporary = re.compile(rf"{name}\..+\.tmp")
     kill_when(process, lambda: os.path.isdir(where) and any(
-        temporary.fullmatch(n) for n in os.listdir(where)), timeout=300)
+        temporary.fullmatch(n) for n in os.listdir(where)), timeout=subprocesses.limit(300))
     _, err = process.communicate()
     assert process.returncode == -signal.SIGKILL, (
         f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")
     assert any(temporary.fullmatch(name) for name in os.listdir(where))
     if command in ("train", "finetune"):  # they trace with AutoGraph before their first write
         assert any("__autograph_generated_file" in f for f in _files_under(scratch))
-    again = subprocess.run([sys.executable, str(LAUNCHER), *args], env=env,
-                           capture_output=True, text=True, timeout=600)
+    again = subprocesses.run([sys.executable, str(LAUNCHER), *args], env=env,
+                             capture_output=True, text=True, seconds=600,
+                             what=f"{command} run again")
     assert again.returncode == 0, again.stderr[-3000:]
     left = _files_under(tmp_path / "out")
     assert not [f for f in left if ".tmp" in f], left
@@ -334,7 +338,7 @@ def test_the_users_tmp_files_and_folders_survive_train_and_finetune(finetuned):
 def _wait_for(condition, process, timeout=300):
     import time
 
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + subprocesses.limit(timeout)
     while not condition():
         assert process.poll() is None, process.communicate()[1].decode()[-2000:]
         assert time.monotonic() < deadline, "timed out"

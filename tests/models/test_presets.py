@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import keras_hub
@@ -24,7 +23,7 @@ from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_tokenizer import ElmoTokenizer
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_tokenizer import MaskedElmoTokenizer
-from tests import reference
+from tests import reference, subprocesses
 from elmo_tf.text.char_ids import tokens_to_char_ids
 from tests.models.elmo.test_elmo_backbone import _fixture_batches
 
@@ -43,8 +42,9 @@ def _loaded_in_a_fresh_process(preset, tmp_path, tokens=TOKENS):
         "ids = tokens_to_char_ids(eval(sys.argv[3]), backbone.max_characters_per_token)\n"
         "np.save(sys.argv[2], backbone(ids)['layers'].numpy())\n"
         "print(type(backbone).__name__)\n")
-    done = subprocess.run([sys.executable, "-c", script, str(preset), str(out), repr(tokens)],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocesses.run([sys.executable, "-c", script, str(preset), str(out), repr(tokens)],
+                            capture_output=True, text=True, cwd=ROOT, seconds=300,
+                            what="loading a preset in a new process")
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.split()[-1], np.load(out)
 
@@ -225,8 +225,8 @@ def test_importing_elmo_tf_leaves_tensorflow_unstarted():
               "tf.config.set_logical_device_configuration(\n"
               "    cpu, [tf.config.LogicalDeviceConfiguration()] * 2)\n"
               "print(len(tf.config.list_logical_devices('CPU')))\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          cwd=ROOT, timeout=300)
+    done = subprocesses.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            cwd=ROOT, seconds=300, what="logical CPUs in a new process")
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "2"
 
@@ -284,9 +284,9 @@ def test_task_presets_load_in_a_fresh_process_through_keras_hub(tmp_path):
             expected[name] = [type(model).__name__, type(backbone).__name__,
                               model.predict(x, verbose=0)]
             requests[name] = inputs[task]
-    done = subprocess.run([sys.executable, "-c", TASKS_LOAD, json.dumps(requests),
-                           str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600)
+    done = subprocesses.run([sys.executable, "-c", TASKS_LOAD, json.dumps(requests),
+                             str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
+                            seconds=600, what="loading task presets in a new process")
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.split("OUT", 1)[1])
     for name, (cls, backbone, values) in expected.items():

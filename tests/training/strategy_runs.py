@@ -12,7 +12,7 @@ with a Python function in the model, which XLA cannot compile: its error, or Non
 steps) and prints one JSON line, `RESULTS {name: {run: {"steps", "train", "xla"}},
 "optimizers": {...}}`: "train" holds the training metrics of the last checkpoint interval (its
 last 2 steps), "xla" what run.json records, "optimizers"
-`optimizer_difference`'s figure for `SparseAdagrad` and `Adam`.
+`optimizer_difference`'s figure for `SparseAdagrad` and `Adam`, "export" `exported_trainable`'s.
 """
 
 import json
@@ -65,7 +65,27 @@ def main(corpus, base, steps, *recipes_and_runs):
         "sparse_adagrad": optimizer_difference(mirrored, lambda: SparseAdagrad(
             0.2, global_clipnorm=1.0)),
         "adam": optimizer_difference(mirrored, lambda: Adam(0.01, global_clipnorm=1.0))}
+    results["export"] = exported_trainable(mirrored, base)
     print("RESULTS " + json.dumps(results), flush=True)
+
+
+def exported_trainable(mirrored, base):
+    """An `ElmoEmbedding` made under the 2 mirrored replicas, exported
+    (`export_saved_model`): the names of the SavedModel's trainable variables, and how many
+    variables it has."""
+    import tensorflow as tf
+
+    from elmo_tf.export import export_saved_model
+    from elmo_tf.models import ElmoBackbone, ElmoEmbedding
+    from elmo_tf.models.family import architecture
+
+    with mirrored.scope():
+        embedding = ElmoEmbedding(ElmoBackbone(architecture("tiny"), dropout=0.0))
+        embedding(tf.constant([["a", "cat"]]))
+        path = export_saved_model(embedding, os.path.join(base, "export"))
+    loaded = tf.saved_model.load(path)
+    return {"trainable": sorted(v.name for v in loaded.trainable_variables),
+            "variables": len(loaded.variables)}
 
 
 def _refused(recipe, corpus, output, strategy):

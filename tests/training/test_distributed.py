@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from elmo_tf.files import temporary_prefix
+from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV
 from tests.training import MODEL, RECIPE, h5_values
 
@@ -55,8 +56,8 @@ def strategy_runs(tmp_path_factory, corpus):
             "mirrored-refuses,mirrored-xla-refuses"]
     command = [sys.executable, "-m", "tests.training.strategy_runs", corpus["train"], str(base),
                str(STEPS), *runs]
-    done = subprocess.run(command, check=False, cwd=ROOT, env=_env(), capture_output=True,
-                          text=True, timeout=600)
+    done = subprocesses.run(command, check=False, cwd=ROOT, env=_env(), capture_output=True,
+                            text=True, seconds=600, what="the strategy runs' subprocess")
     assert done.returncode == 0, done.stderr[-4000:]
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULTS ")][-1]
     return base, json.loads(line[len("RESULTS "):])
@@ -80,6 +81,16 @@ def _compare(base, results, mode, *, loss_rtol, weight_rtol, weight_atol, run="m
         for key, value in values.items():
             np.testing.assert_allclose(other[key], value, rtol=weight_rtol, atol=weight_atol,
                                        err_msg=f"{mode}: {name}: {key}")
+
+
+def test_an_embedding_exported_under_mirrored_replicas_saves_only_its_mix_trainable(
+        strategy_runs):
+    """`saved_as_untrainable` reaches each replica's copy of a variable: the export of an
+    embedding made under the strategy trains its scalar mix only (as without one)."""
+    _, results = strategy_runs
+    assert results["export"]["trainable"] == ["elmo_embedding/scalar_mix_0/gamma:0",
+                                              "elmo_embedding/scalar_mix_0/scalar_weights:0"]
+    assert results["export"]["variables"] > 20
 
 
 def test_mirrored_stream_training_equals_one_replica(strategy_runs):
@@ -196,7 +207,7 @@ def _run_workers(tmp_path, recipe, corpus, *args, name):
             workers.append(subprocess.Popen(
                 command, cwd=ROOT, env=_env(TF_CONFIG=json.dumps(tf_config)), stdout=log,
                 stderr=subprocess.STDOUT))
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + subprocesses.limit(240)
     first_failure = None
     try:
         while any(p.poll() is None for p in workers) and time.monotonic() < deadline:

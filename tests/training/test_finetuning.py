@@ -12,6 +12,7 @@ import pytest
 
 from elmo_tf import cli
 from elmo_tf.training.finetuning import load_task_model, predict
+from tests import subprocesses
 from tests.conftest import keras_sees_a_gpu
 from tests.training import h5_values
 
@@ -347,7 +348,6 @@ def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypa
     as one replica whose gradient is dense (Keras's Adam on a row-sparse gradient adds the
     squares of a repeated word's occurrences, not the square of their sum). A dev file of 3
     lines is scored in one place, not split."""
-    import subprocess
     import sys
 
     import tensorflow as tf
@@ -362,8 +362,9 @@ def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypa
               str(tmp_path / "dev.txt"), "--model", bilm, "--epochs", "1",
               "--encoder-units", "8", "--batch-size", "4", "--dropout", "0",
               "--learning-rate", "0.01"]
-    done = subprocess.run([sys.executable, "-c", MIRRORED, str(tmp_path / "mirrored"), *common],
-                          capture_output=True, text=True, timeout=900,
+    done = subprocesses.run([sys.executable, "-c", MIRRORED, str(tmp_path / "mirrored"),
+                             *common], capture_output=True, text=True, seconds=900,
+                            what="the mirrored finetune",
                           cwd=os.path.dirname(os.path.dirname(os.path.dirname(
                               os.path.abspath(__file__)))),
                           env={**os.environ, **CPU_ONLY_ENV, "TF_CPP_MIN_LOG_LEVEL": "3"})

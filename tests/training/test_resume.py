@@ -15,6 +15,7 @@ import h5py
 import numpy as np
 import pytest
 
+from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV, kill_when
 from tests.training import MODEL, RECIPE, h5_values
 
@@ -30,9 +31,9 @@ def _command(recipe, corpus, output):
             str(EVERY)]
 
 
-def _run(command, timeout=240):
-    return subprocess.run(command, check=False, cwd=ROOT, env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
+def _run(command, seconds=240):
+    return subprocesses.run(command, check=False, cwd=ROOT, env=ENV, capture_output=True,
+                            text=True, seconds=seconds, what="a training command")
 
 
 def _checkpoint_steps(directory):
@@ -72,7 +73,7 @@ def resumed(request, tmp_path_factory, corpus):
         killed = subprocess.Popen(_command(recipe, corpus["train"], output), cwd=ROOT, env=ENV,
                                   stdout=log, stderr=subprocess.STDOUT)
     checkpoints = output / "checkpoints"
-    kill_when(killed, lambda: _checkpoint_steps(checkpoints), timeout=180)
+    kill_when(killed, lambda: _checkpoint_steps(checkpoints), timeout=subprocesses.limit(180))
     log = (base / "killed.log").read_text(errors="replace")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run ended (exit {killed.returncode}) before it could be killed:\n{log[-3000:]}")
@@ -87,7 +88,7 @@ def resumed(request, tmp_path_factory, corpus):
 
     again = _run(_command(recipe, corpus["train"], output))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert uninterrupted.wait(timeout=240) == 0, (base / "uninterrupted.log").read_text()[-3000:]
+    assert uninterrupted.wait(timeout=subprocesses.limit(240)) == 0, (base / "uninterrupted.log").read_text()[-3000:]
     return {"mode": RECIPES[name]["mode"], "name": name, "recipe": recipe,
             "corpus": corpus["train"], "output": output,
             "reference": reference, "listing": listing, "complete": complete, "again": again}

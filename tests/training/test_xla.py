@@ -2,7 +2,6 @@
 XLA cache (`elmo_tf.xla_cache`). Under MirroredStrategy: `test_distributed.py`."""
 
 import os
-import subprocess
 import sys
 import warnings
 
@@ -18,6 +17,7 @@ from elmo_tf.models.compiled_step import CompiledStep
 from elmo_tf.models.downstream import TextClassifier
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training import build_language_model, use_xla
+from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV
 from tests.training import RECIPE
 
@@ -146,8 +146,9 @@ def test_a_second_process_finds_the_compiled_program(tmp_path):
         env = xla_cache.child_environment(cache, dict(
             os.environ, **CPU_ONLY_ENV, TF_CPP_MIN_LOG_LEVEL="3", HOME=str(home),
             XDG_CACHE_HOME=str(home / "cache")))
-        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                              text=True, timeout=120, check=False, cwd=home)
+        done = subprocesses.run([sys.executable, "-c", script], env=env, capture_output=True,
+                                text=True, seconds=120, check=False, cwd=home,
+                                what="a process with the XLA cache")
         assert done.returncode == 0, done.stderr[-2000:]
         return float(done.stdout.split()[-1])
 

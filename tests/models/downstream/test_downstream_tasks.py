@@ -3,7 +3,6 @@ padding out of the tagger's loss and metrics), that they learn, clear errors, an
 files that load in a fresh process with the same predictions."""
 
 import json
-import subprocess
 import sys
 
 import keras
@@ -14,6 +13,7 @@ import tensorflow as tf
 from elmo_tf import ElmoBackbone, ElmoConfig, ElmoEmbedding
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
 from elmo_tf.models.downstream import SentencePairClassifier, SequenceTagger, TextClassifier
+from tests import subprocesses
 from tests.checks import run_task_test
 from tests.conftest import CPU_ONLY_ENV, assert_serializable, keras_sees_a_gpu
 
@@ -256,8 +256,9 @@ def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path)
         x = {k: tf.constant(v) for k, v in x.items()} if isinstance(x, dict) else tf.constant(x)
         expected[name] = model.predict(x, verbose=0)
         model.save(tmp_path / f"{name}.keras")
-    done = subprocess.run([sys.executable, "-c", LOAD, json.dumps(inputs), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300,
+    done = subprocesses.run([sys.executable, "-c", LOAD, json.dumps(inputs), str(tmp_path)],
+                            capture_output=True, text=True, seconds=300,
+                            what="loading the task models in a new process",
                           env={**__import__("os").environ, **CPU_ONLY_ENV})
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.split("OUT", 1)[1])
@@ -320,8 +321,9 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
             assert export_task_model(model, tmp_path / name).endswith("1")
     lstms = [l for m in models.values() for l in sublayers(m) if hasattr(l, "use_cudnn")]
     assert len(lstms) == 6 and all(l.use_cudnn == "auto" for l in lstms)  # training keeps cuDNN
-    done = subprocess.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
-                          capture_output=True, text=True, timeout=300,
+    done = subprocesses.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
+                            capture_output=True, text=True, seconds=300,
+                            what="serving the exports in a new process",
                           env={**__import__("os").environ, **CPU_ONLY_ENV})
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.split("OUT", 1)[1])
