@@ -796,7 +796,6 @@ def main():
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "pretraining_value-cpu.json"))
     args = parser.parse_args()
-    paths = prepare(args.data_dir) if set(args.only) - {"trend"} else None
     report = _json(args.output) if os.path.exists(args.output) else {}
     # Model entries the JSON annotated (what a name meant when it was measured) are kept,
     report.update({"benchmark": "pretraining_value",
@@ -809,6 +808,7 @@ def main():
     if set(args.models) - set(MODELS):
         parser.error(f"--models {sorted(set(args.models) - set(MODELS))}: not a model; "
                      f"accepted: {', '.join(MODELS)}")
+    paths = prepare(args.data_dir) if set(args.only) - {"trend"} else None
     from elmo_tf.files import write_json_atomically
 
     def save(part, began):

@@ -119,7 +119,7 @@ def _count(batches, progress, stats=None, total_bytes=None):
     batches = (batches
                .map(count_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
                .prefetch(tf.data.AUTOTUNE))
-    bar = _Counts(total_bytes) if progress else None
+    bar = _Counts(total_bytes, stats.bytes_read if stats is not None else 0) if progress else None
     counter, sentences, total = collections.Counter(), 0, 0
     for n, size, unique, counts, *line_counts in batches.as_numpy_iterator():
         if stats is not None:
@@ -140,9 +140,9 @@ class _Counts:
     (`total_bytes`): refreshed in place at most twice a second on a terminal, and written once
     more, whole, at the end (with the size read)."""
 
-    def __init__(self, total_bytes=None):
+    def __init__(self, total_bytes=None, bytes_before=0):
         self.shown, self.width = 0.0, 0
-        self.total_bytes = total_bytes
+        self.total_bytes, self.bytes_before = total_bytes, bytes_before  # a given stats' own
 
     def update(self, sentences, tokens, types, stats=None, final=False):
         now = time.monotonic()
@@ -151,7 +151,7 @@ class _Counts:
             return
         self.shown = now
         line = f"{sentences:,} sentences, {tokens:,} tokens, {types:,} distinct"
-        read = stats.bytes_read if stats is not None else None
+        read = stats.bytes_read - self.bytes_before if stats is not None else None
         if self.total_bytes and read is not None:
             line = (f"{_size(read)} read, " if final else
                     f"{min(100, 100 * read // self.total_bytes)} % of "

@@ -9,7 +9,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 
 import h5py
 import keras
@@ -19,6 +18,7 @@ from elmo_tf.checks import check_positive_ints
 from elmo_tf.files import (
     check_free_space,
     hdf5_for_writing,
+    locked_temporary,
     remove_stale_temporaries,
     variables_bytes,
     write_atomically,
@@ -180,9 +180,9 @@ def restore(lm, directory, strategy):
 def _load_in_earlier_order(lm, path):
     """Loads a checkpoint of elmo-tf 0.1 (before 64f6ca4), whose optimizer state (SparseAdagrad's
     then: one accumulator a variable) lists the language model's own variables (its softmax)
-    before its backbone's, where `lm`'s list them after: a copy with the accumulators renumbered
-    to `lm`'s order is loaded, then removed. Returns False, loading nothing, for any other
-    file."""
+    before its backbone's, where `lm`'s list them after: a copy beside it with the accumulators
+    renumbered to `lm`'s order is loaded, then removed. Returns False, loading nothing, for any
+    other file (or one damaged beyond its header)."""
     variables = lm.trainable_variables
     backbone = {id(v) for v in lm.backbone.trainable_variables}
     earlier = ([i for i, v in enumerate(variables) if id(v) not in backbone]
@@ -197,18 +197,25 @@ def _load_in_earlier_order(lm, path):
                     or any(saved[str(2 + old)].shape != tuple(variables[now].shape)
                            for old, now in enumerate(earlier))):
                 return False
-    except (OSError, KeyError):  # damaged: not this one
+    except Exception:  # noqa: BLE001: damaged (h5py's errors vary): not this one
         return False
-    with tempfile.TemporaryDirectory() as directory:
-        copy = os.path.join(directory, os.path.basename(path))
-        shutil.copyfile(path, copy)
-        with h5py.File(copy, "r+") as f:
-            saved = f["optimizer/vars"]
-            for old in range(len(earlier)):  # names only: the data is not read
-                saved.move(str(2 + old), f"earlier_{old}")
-            for old, now in enumerate(earlier):
-                saved.move(f"earlier_{old}", str(2 + now))
-        lm.load_weights(copy)
+    directory = os.path.dirname(path)
+    check_free_space(directory, os.path.getsize(path), "reading a checkpoint of elmo-tf 0.1 "
+                     "(a renumbered copy beside it)")
+    with locked_temporary(directory, os.path.basename(path)) as copy:
+        try:
+            shutil.copyfile(path, copy)
+            with h5py.File(copy, "r+") as f:
+                saved = f["optimizer/vars"]
+                for old in range(len(earlier)):  # names only: the data is not read
+                    saved.move(str(2 + old), f"earlier_{old}")
+                for old, now in enumerate(earlier):
+                    saved.move(f"earlier_{old}", str(2 + now))
+            lm.load_weights(copy)
+        except (OSError, ValueError):  # damaged beyond its header: the caller names it
+            return False
+        finally:
+            os.remove(copy)
     logger.info("%s was written by elmo-tf 0.1: its optimizer state was read in that version's "
                 "order of the variables", path)
     return True
