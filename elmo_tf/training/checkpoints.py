@@ -202,7 +202,8 @@ def _load_in_earlier_order(lm, path):
     directory = os.path.dirname(path)
     check_free_space(directory, os.path.getsize(path), "reading a checkpoint of elmo-tf 0.1 "
                      "(a renumbered copy beside it)")
-    with locked_temporary(directory, os.path.basename(path)) as copy:
+    with locked_temporary(directory, os.path.basename(path), is_directory=True) as scratch:
+        copy = os.path.join(scratch, os.path.basename(path))  # Keras reads `*.weights.h5` only
         try:
             shutil.copyfile(path, copy)
             with h5py.File(copy, "r+") as f:
@@ -215,7 +216,7 @@ def _load_in_earlier_order(lm, path):
         except (OSError, ValueError):  # damaged beyond its header: the caller names it
             return False
         finally:
-            os.remove(copy)
+            shutil.rmtree(scratch, ignore_errors=True)
     logger.info("%s was written by elmo-tf 0.1: its optimizer state was read in that version's "
                 "order of the variables", path)
     return True
