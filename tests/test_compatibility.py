@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import elmo_tf
 from elmo_tf.models.elmo.elmo_language_model import ElmoLanguageModel
+from tests.training import h5_values
 
 V0_1 = pathlib.Path(__file__).parent / "fixtures" / "v0_1"
 
@@ -89,12 +90,10 @@ def test_a_run_killed_under_an_earlier_version_resumes(fixture, recipe, tmp_path
     monkeypatch.chdir(tmp_path / "parent")
     command = ["train", "--recipe", recipe, "--corpus", "../corpus.txt", "--output", "run",
                "--seed", "0"]
-    with h5py.File(run / "checkpoints" / "ckpt-000000003.weights.h5", "r") as f:
-        saved = _arrays(f)
+    saved = h5_values(run / "checkpoints" / "ckpt-000000003.weights.h5")
     assert cli.main(command + ["--steps", "3"]) == 0
     assert (run / "weights.hdf5").exists() and (run / "options.json").exists()
-    with h5py.File(run / "language_model.weights.h5", "r") as f:
-        finished = _arrays(f)
+    finished = h5_values(run / "language_model.weights.h5")
     # Finished from the checkpoint, not trained again: the same arrays (their paths are this
     # version's).
     assert _contents(finished) == _contents(saved)
@@ -106,17 +105,8 @@ def test_a_run_killed_under_an_earlier_version_resumes(fixture, recipe, tmp_path
                                           saved[f"optimizer/vars/{old}"])
     assert cli.main(command + ["--steps", "6"]) == 0
     assert (run / "checkpoints" / "ckpt-000000006.weights.h5").exists()
-    with h5py.File(run / "language_model.weights.h5", "r") as f:
-        trained = _arrays(f)
+    trained = h5_values(run / "language_model.weights.h5")
     assert _contents(trained) != _contents(saved)
-
-
-def _arrays(h5):
-    """Every dataset of an open h5 file by its path."""
-    arrays = {}
-    h5.visititems(lambda name, item: arrays.__setitem__(name, item[()])
-                  if isinstance(item, h5py.Dataset) else None)
-    return arrays
 
 
 def _contents(arrays):

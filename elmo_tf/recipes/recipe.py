@@ -210,7 +210,7 @@ class Recipe:
         if based_on is not None and based_on.objective == objective:
             spec["family_settings"] = (dataclasses.replace(based_on.family_settings, **settings)
                                        if settings else based_on.family_settings)
-        elif settings or based_on is not None:
+        else:  # the family's defaults, where none are given
             spec["family_settings"] = family.settings_class(**settings) if settings else None
         if based_on is not None:
             spec.setdefault("name", f"{base} ({source})")
