@@ -60,18 +60,24 @@ def main(argv=None):
             wall, cpu = _finetune(paths, args.model, task, args.seed, output,
                                   flags + ["--xla", xla])
             metrics = _json(os.path.join(output, "dev_metrics.json"))
+            # The run's own record of its speed (StepTimes): the first step (compiling
+            # included), the steady steps, each epoch's seconds with its dev scoring.
+            speed = _json(os.path.join(output, "run.json")).get("speed", {})
             runs[xla] = {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
                          "epochs": metrics["epochs"], "compiled": metrics["xla"],
-                         **_scores(output, metric)}
+                         **_scores(output, metric), "speed": speed}
             print(task, xla, runs[xla], flush=True)
-        if {"on", "off"} <= set(runs):
-            runs["off_over_on"] = round(runs["off"]["seconds"] / runs["on"]["seconds"], 2)
-    text = json.dumps(report, indent=2)
-    if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
-    print(text)
+            if {"on", "off"} <= set(runs):
+                runs["off_over_on"] = round(runs["off"]["seconds"] / runs["on"]["seconds"], 2)
+            _write(report, args.output)  # after each run: a stopped benchmark keeps what ran
+    print(json.dumps(report, indent=2))
+
+
+def _write(report, output):
+    if output:
+        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+        with open(output, "w") as f:
+            f.write(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

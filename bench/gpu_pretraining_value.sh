@@ -30,6 +30,12 @@
 # compiled with XLA (finetune --xla auto); every one failed at once on Keras's cuDNN LSTM
 # (fixed since: compiled, it runs Keras's own kernel). Next lending: the same command, then on
 # the warm machine the like-for-like timing of one probe with XLA and without (printed last).
+# A fourth lending (2026-11-28, bench/results/finetune_xla-gpu.json and
+# pretraining_value-gpu-issue38-lending4.json): a compiled classification probe of elmo_small
+# alone took 168 s (op by op, three at once, 141-172 s the day before): XLA did not pay; the
+# protocol's pre-trainings finished in a 455 s command, no probe did. The frozen probes
+# recompute the frozen biLM every epoch: they, not the pre-trainings, keep the protocol from
+# fitting one lending.
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -47,14 +53,16 @@ sed -e "s/|libclang|-e )'/|libclang|promise|-e )'/" \
     -e "s|^ROOT=\$(pwd); HERE=.*|ROOT=\$(pwd); HERE=$shared|" \
     ../shared/gpu/prepare.sh > /tmp/gpu-prepare.sh
 bash /tmp/gpu-prepare.sh > /tmp/gpu-prepare.log
-last=$(ls -d .gpu/c* | sort -V | tail -1)
+# The prepared data (~18 MB) in a chunk of its own, which travels with the run (the last
+# chunk of prepare.sh can be 58 MB: with the data it passed the 64 MiB a command carries).
+last=.gpu/c$(ls -d .gpu/c* | wc -l)
 mkdir -p "$last/data"
 .venv/bin/python bench/real_text.py --data-dir "$last/data/real_text" > /dev/null
 rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep the carry small
-grep '^  carry' /tmp/gpu-prepare.log | grep -v "carry $last:" || true  # the last chunk travels with the run
+grep '^  carry' /tmp/gpu-prepare.log || true
 echo "Then, in one command (the last chunk travels with it):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
 echo "If the deadline stopped probes (stopped_at_deadline in the JSON), on the warm machine (MODELS, TASKS: the stopped ones; SEED: the seed):"
 echo "  . /tmp/asm/env.sh; for m in MODELS; do for t in TASKS; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds SEED --fine-tuned-at --models \$m --only probe --tasks \$t --output \$OUT/probe-\$m-\$t.json > \$OUT/probe-\$m-\$t.log 2>&1 & done; done; wait"
-echo "Then, on the warm machine, a probe with XLA and without, on the kept elmo_small (timeout_s 300):"
-echo "  . /tmp/asm/env.sh; python3 bench/finetune_xla.py --model /tmp/pv/elmo_small/seed-0/budget-2 --data-dir /tmp/asm/data/real_text --tasks wsj_pos_tagging --output \$OUT/finetune_xla-gpu.json"
+echo "Or first (it needs no pre-training), a classification probe with XLA and without on a random elmo_small, its speed record in the JSON (timeout_s 420):"
+echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh && python3 -m elmo_tf.cli init --preset elmo_small --output /tmp/rand && python3 bench/finetune_xla.py --model /tmp/rand --data-dir /tmp/asm/data/real_text --tasks sentence_polarity --work /tmp/fx --output \$OUT/finetune_xla-gpu.json   (carry $last)"

@@ -311,6 +311,8 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
     wall, _ = _finetune(paths, bilm, task, seed, output,
                         flags + (["--fine-tune-bilm"] if fine_tune else []))
     results[task] = {"metric": metric, **_scores(output, metric), "seconds": round(wall, 1),
+                     # the run's own record: first step, steady step, epochs with scoring
+                     "speed": _json(os.path.join(output, "run.json")).get("speed", {}),
                      "bilm_sha256": digest}
     print(name, seed, f"{budget:g}", variant, task, results[task], flush=True)
     return results[task]

@@ -52,6 +52,7 @@ from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
 from elmo_tf.training.run_directory import RunDirectory
+from elmo_tf.training.step_times import StepTimes
 
 logger = logging.getLogger("elmo_tf")
 
@@ -208,7 +209,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                       verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
                       callbacks=[_DevScore(model, score, data["dev"], record, run,
                                            checkpoints, patience, metric, seed),
-                                 keras.callbacks.TensorBoard(run.logs)])
+                                 keras.callbacks.TensorBoard(run.logs),
+                                 # run.json's "speed": compilation, steps and scoring apart
+                                 StepTimes(run, record, tokens_per_step=None)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
@@ -486,13 +489,24 @@ def _bucketed(tensors):
 
 def _logits(model, texts, batch_size, compiled=False):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
-    have different widths; compiled, a bucket's: rows longer than their text)."""
+    have different widths; compiled, a bucket's: rows longer than their text, and a last,
+    smaller batch padded with empty rows to `batch_size`, so that scoring compiles once per
+    bucket as training does)."""
     run = _scorer(model, compiled)
     rows = []
     for start in range(0, len(texts), batch_size):
-        x = model.preprocessor(model.inputs_for(texts[start:start + batch_size]))
-        rows.extend(np.asarray(run(_bucketed(x) if compiled else x)))
+        batch = texts[start:start + batch_size]
+        x = model.preprocessor(model.inputs_for(batch))
+        if compiled:
+            x = _bucketed(tf.nest.map_structure(lambda t: _rows_padded(t, batch_size), x))
+        rows.extend(np.asarray(run(x))[:len(batch)])
     return rows
+
+
+def _rows_padded(tensor, rows):
+    """`tensor` with rows of 0 (empty texts: masked) added up to `rows` rows."""
+    missing = rows - tf.shape(tensor)[0]
+    return tf.pad(tensor, [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1))
 
 
 _SCORERS = weakref.WeakKeyDictionary()

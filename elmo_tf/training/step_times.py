@@ -17,8 +17,11 @@ class StepTimes(keras.callbacks.Callback):
     * `steady_seconds_per_step`: the wall seconds per step of the steps after the first fifth
       (which trace, or compile, each new batch shape), leaving out what runs between
       intervals (checkpoints, validation); with at least 5 steps;
-    * `tokens_per_second`: `tokens_per_step` at that speed;
-    * `steps`: the steps timed.
+    * `tokens_per_second`: `tokens_per_step` at that speed (where it is given);
+    * `steps`: the steps timed;
+    * `epoch_seconds`: each epoch's wall seconds, from the end of the one before (or the start
+      of `fit`) to its end, the `on_epoch_end` of the callbacks before this one included (a
+      fine-tuning run's dev scoring and checkpoint).
 
     The first step's seconds are also logged when it ends: Keras's progress bar bases its
     first ETA on that step alone (tracing and compilation included) and leaves it out from the
@@ -31,7 +34,8 @@ class StepTimes(keras.callbacks.Callback):
         run: the `RunDirectory` whose record is written (None: not written, e.g. a
             multi-worker run's other workers).
         record: the run's record (a dict, updated).
-        tokens_per_step: corpus tokens read per (global) step.
+        tokens_per_step: corpus tokens read per (global) step (None: not known, as for
+            fine-tuning's batches of sentences).
 
     Example:
     >>> lm.fit(data, callbacks=[StepTimes(run, record, tokens_per_step=2048.0)])
@@ -42,10 +46,10 @@ class StepTimes(keras.callbacks.Callback):
     def __init__(self, run, record, tokens_per_step):
         super().__init__()
         self.run, self.record, self.tokens_per_step = run, record, tokens_per_step
-        self.began, self.ends, self.epoch = None, [], None
+        self.began, self.ends, self.epoch, self.epoch_ends = None, [], None, []
 
     def on_train_begin(self, logs=None):
-        self.began, self.ends = time.monotonic(), []
+        self.began, self.ends, self.epoch_ends = time.monotonic(), [], []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
@@ -55,6 +59,9 @@ class StepTimes(keras.callbacks.Callback):
         if len(self.ends) == 1 and self.run is not None:
             logger.info("first step: %.1f s, tracing and compiling included (the ETA leaves "
                         "it out from the second step on)", self.ends[0][1] - self.began)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch_ends.append(time.monotonic())
 
     def on_train_end(self, logs=None):
         if not self.ends:
@@ -68,7 +75,11 @@ class StepTimes(keras.callbacks.Callback):
         if len(self.ends) >= 5 and steady:
             seconds = sum(steady) / len(steady)
             speed["steady_seconds_per_step"] = round(seconds, 5)
-            speed["tokens_per_second"] = round(self.tokens_per_step / seconds, 1)
+            if self.tokens_per_step is not None:
+                speed["tokens_per_second"] = round(self.tokens_per_step / seconds, 1)
+        if self.epoch_ends:
+            speed["epoch_seconds"] = [round(end - start, 3) for start, end in
+                                      zip([self.began, *self.epoch_ends], self.epoch_ends)]
         self.record["speed"] = speed
         if self.run is not None:
             self.run.write_record(self.record)

@@ -2,6 +2,7 @@
 model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming."""
 
 import json
+import math
 import os
 import warnings
 
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 from elmo_tf import cli
+from elmo_tf.training import finetuning
 from elmo_tf.training.finetuning import load_task_model, predict
 from tests import subprocesses
 from tests.conftest import keras_sees_a_gpu
@@ -329,6 +331,20 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         np.testing.assert_allclose(on[key], value, atol=1e-4, err_msg=key)
     assert _predict(capsys, tmp_path / "on", lines, tmp_path) == \
         _predict(capsys, tmp_path / "off", lines, tmp_path)
+    # The run records its speed: 2 epochs' seconds (scoring included) and their steps
+    # (12, 7 and 8 examples in batches of 4).
+    speed = runs["on"]["speed"]
+    examples = {"classify": 12, "tag": 7, "pair": 8}[task]
+    assert len(speed["epoch_seconds"]) == 2 and speed["steps"] == 2 * math.ceil(examples / 4)
+    # Compiled scoring pads a last, smaller batch with empty rows: 5 texts of one bucket in
+    # batches of 3 take one compilation, and the logits of the texts are those without XLA.
+    model = load_task_model(tmp_path / "on")
+    texts = model.parse_lines((lines * 3)[:5])
+    finetuning._SCORERS.pop(model, None)
+    compiled = finetuning._logits(model, texts, 3, compiled=True)
+    assert finetuning._scorer(model, True).experimental_get_tracing_count() == 1
+    for on, off in zip(compiled, finetuning._logits(model, texts, 3)):
+        np.testing.assert_allclose(on[:len(off)], off, atol=1e-5)
 
 
 MIRRORED = """

@@ -59,3 +59,28 @@ def test_few_steps_record_no_steady_time_and_another_worker_writes_nothing(monke
         callback.on_train_batch_end(batch)
     callback.on_train_end()
     assert record["speed"] == {"steps": 3, "first_step_seconds": 5.0}
+
+
+def test_each_epoch_s_seconds_include_the_callbacks_before_it_and_tokens_may_be_unknown(
+        monkeypatch):
+    # Fine-tuning's record: 2 epochs of 5 steps of 1 s, each ended by 4 s of dev scoring (a
+    # callback before this one), the first step 10 s (compilation); no tokens per step.
+    clock = [0.0]
+    for epoch in range(2):
+        for step in range(5):
+            clock.append(clock[-1] + (10.0 if clock[-1] == 0.0 else 1.0))
+        clock.append(clock[-1] + 4.0)  # the epoch's end, after the scoring
+    times = iter(clock)
+    monkeypatch.setattr(step_times.time, "monotonic", lambda: next(times))
+    run, record = _Run(), {}
+    callback = StepTimes(run, record, tokens_per_step=None)
+    callback.on_train_begin()
+    for epoch in range(2):
+        callback.on_epoch_begin(epoch)
+        for batch in range(5):
+            callback.on_train_batch_end(batch)
+        callback.on_epoch_end(epoch)
+    callback.on_train_end()
+    assert record["speed"] == {"steps": 10, "first_step_seconds": 10.0,
+                               "steady_seconds_per_step": pytest.approx(1.0),
+                               "epoch_seconds": [18.0, 9.0]}
