@@ -32,10 +32,9 @@
 # the warm machine the like-for-like timing of one probe with XLA and without (printed last).
 # A fourth lending (2026-11-28, bench/results/finetune_xla-gpu.json and
 # pretraining_value-gpu-issue38-lending4.json): a compiled classification probe of elmo_small
-# alone took 168 s (op by op, three at once, 141-172 s the day before): XLA did not pay; the
-# protocol's pre-trainings finished in a 455 s command, no probe did. The frozen probes
-# recompute the frozen biLM every epoch: they, not the pre-trainings, keep the protocol from
-# fitting one lending.
+# alone took 168 s (op by op, three at once, 164.7 s the day before): no clear gain from XLA;
+# the protocol's pre-trainings and ELMo's evaluation finished in a 455 s command; Masked
+# ELMo's evaluation and the probes did not: they keep the protocol from one lending.
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -60,9 +59,9 @@ mkdir -p "$last/data"
 .venv/bin/python bench/real_text.py --data-dir "$last/data/real_text" > /dev/null
 rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep the carry small
 grep '^  carry' /tmp/gpu-prepare.log || true
-echo "Then, in one command (the last chunk travels with it):"
+echo "Optionally first (no pre-training needed; about 5 minutes): a classification probe with XLA and without on a random elmo_small, its speed record in the JSON (timeout_s 420):"
+echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh && python3 -m elmo_tf.cli init --preset elmo_small --output /tmp/rand && python3 bench/finetune_xla.py --model /tmp/rand --data-dir /tmp/asm/data/real_text --tasks sentence_polarity --work /tmp/fx --output \$OUT/finetune_xla-gpu.json   (carry $last)"
+echo "Then, in one command (the data chunk, $last, travels with it):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
 echo "If the deadline stopped probes (stopped_at_deadline in the JSON), on the warm machine (MODELS, TASKS: the stopped ones; SEED: the seed):"
 echo "  . /tmp/asm/env.sh; for m in MODELS; do for t in TASKS; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds SEED --fine-tuned-at --models \$m --only probe --tasks \$t --output \$OUT/probe-\$m-\$t.json > \$OUT/probe-\$m-\$t.log 2>&1 & done; done; wait"
-echo "Or first (it needs no pre-training), a classification probe with XLA and without on a random elmo_small, its speed record in the JSON (timeout_s 420):"
-echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh && python3 -m elmo_tf.cli init --preset elmo_small --output /tmp/rand && python3 bench/finetune_xla.py --model /tmp/rand --data-dir /tmp/asm/data/real_text --tasks sentence_polarity --work /tmp/fx --output \$OUT/finetune_xla-gpu.json   (carry $last)"

@@ -491,7 +491,7 @@ def _logits(model, texts, batch_size, compiled=False):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
     have different widths; compiled, a bucket's: rows longer than their text, and a last,
     smaller batch padded with empty rows to `batch_size`, so that scoring compiles once per
-    bucket as training does)."""
+    bucket)."""
     run = _scorer(model, compiled)
     rows = []
     for start in range(0, len(texts), batch_size):

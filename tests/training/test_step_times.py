@@ -75,7 +75,7 @@ def test_each_epoch_s_seconds_include_the_callbacks_before_it_and_tokens_may_be_
     run, record = _Run(), {}
     callback = StepTimes(run, record, tokens_per_step=None)
     callback.on_train_begin()
-    for epoch in range(2):
+    for epoch in (3, 4):  # a run resumed after 3 epochs
         callback.on_epoch_begin(epoch)
         for batch in range(5):
             callback.on_train_batch_end(batch)
@@ -83,4 +83,9 @@ def test_each_epoch_s_seconds_include_the_callbacks_before_it_and_tokens_may_be_
     callback.on_train_end()
     assert record["speed"] == {"steps": 10, "first_step_seconds": 10.0,
                                "steady_seconds_per_step": pytest.approx(1.0),
-                               "epoch_seconds": [18.0, 9.0]}
+                               "first_epoch": 3, "epoch_seconds": [18.0, 9.0]}
+    # Written at each epoch's end too: a run stopped after its first epoch keeps its speed.
+    assert run.written[0]["speed"] == {"steps": 5, "first_step_seconds": 10.0,
+                                       "steady_seconds_per_step": pytest.approx(1.0),
+                                       "first_epoch": 3, "epoch_seconds": [18.0]}
+    assert len(run.written) == 3
