@@ -35,6 +35,9 @@
 # alone took 168 s (op by op, three at once, 164.7 s the day before): no clear gain from XLA;
 # the protocol's pre-trainings and ELMo's evaluation finished in a 455 s command; Masked
 # ELMo's evaluation and the probes did not: they keep the protocol from one lending.
+# The chosen Masked ELMo (the cloze loss, sentence batches) in the small shape is
+# `masked_elmo_small_cloze`: MODELS="elmo_small masked_elmo_small_cloze" before the device
+# script (trained 3 steps on CPU with XLA; not run on a GPU yet).
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
