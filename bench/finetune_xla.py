@@ -30,6 +30,7 @@ from bench.pretraining_value import (  # noqa: E402
     _flags,
     _json,
     _scores,
+    _speed,
 )
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 
@@ -47,6 +48,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     paths = prepare(args.data_dir)
     work = args.work or os.path.join(args.model, "xla")
+    if args.output:
+        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
+    from elmo_tf.files import write_json_atomically  # (as bench/pretraining_value.py: late)
     report = {"benchmark": "finetune_xla", "command": " ".join(sys.argv),
               "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
               "versions": versions(), "model": os.path.abspath(args.model),
@@ -60,24 +64,15 @@ def main(argv=None):
             wall, cpu = _finetune(paths, args.model, task, args.seed, output,
                                   flags + ["--xla", xla])
             metrics = _json(os.path.join(output, "dev_metrics.json"))
-            # The run's own record of its speed (StepTimes): the first step (compiling
-            # included), the steady steps, each epoch's seconds with its dev scoring.
-            speed = _json(os.path.join(output, "run.json")).get("speed", {})
             runs[xla] = {"seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
                          "epochs": metrics["epochs"], "compiled": metrics["xla"],
-                         **_scores(output, metric), "speed": speed}
+                         **_scores(output, metric), "speed": _speed(output)}
             print(task, xla, runs[xla], flush=True)
             if {"on", "off"} <= set(runs):
                 runs["off_over_on"] = round(runs["off"]["seconds"] / runs["on"]["seconds"], 2)
-            _write(report, args.output)  # after each run: a stopped benchmark keeps what ran
+            if args.output:  # after each run: a stopped benchmark keeps what ran
+                write_json_atomically(args.output, report)
     print(json.dumps(report, indent=2))
-
-
-def _write(report, output):
-    if output:
-        os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-        with open(output, "w") as f:
-            f.write(json.dumps(report, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -317,11 +317,16 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
     wall, _ = _finetune(paths, bilm, task, seed, output,
                         flags + (["--fine-tune-bilm"] if fine_tune else []))
     results[task] = {"metric": metric, **_scores(output, metric), "seconds": round(wall, 1),
-                     # the run's own record: first step, steady step, epochs with scoring
-                     "speed": _json(os.path.join(output, "run.json")).get("speed", {}),
+                     "speed": _speed(output),
                      "bilm_sha256": digest}
     print(name, seed, f"{budget:g}", variant, task, results[task], flush=True)
     return results[task]
+
+
+def _speed(output):
+    """A finetune run's own record of its speed (run.json's, `StepTimes`): the first step
+    (compiling included), the steady step, each epoch's seconds with its dev scoring."""
+    return _json(os.path.join(output, "run.json")).get("speed", {})
 
 
 def _scores(output, metric):

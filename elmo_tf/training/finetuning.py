@@ -469,19 +469,21 @@ def _dense(labels):
     return labels.to_tensor(0) if isinstance(labels, tf.RaggedTensor) else labels
 
 
-def _bucketed(tensors):
+def _bucketed(tensors, rows=None):
     """Every tensor of rank 2 or more right-padded with 0 along its time axis (1) to the
     longest length of the bucket of the longest of them (`bucket_length`, as pre-training's
     batches; a pair's two texts share it), so that XLA compiles a step once per bucket: the
     task models mask what is padding (char ids and word ids 0; a tagger's padded targets are
-    masked with it)."""
+    masked with it). `rows`: every tensor also padded with rows of 0 (empty texts) to that
+    many rows."""
     timed = [t for t in tf.nest.flatten(tensors) if t.shape.rank >= 2]
     length = bucket_length(tf.reduce_max(tf.stack([tf.shape(t)[1] for t in timed])))
 
     def pad(tensor):
+        more_rows = [[0, 0 if rows is None else rows - tf.shape(tensor)[0]]]
         if tensor.shape.rank < 2:
-            return tensor
-        return tf.pad(tensor, [[0, 0], [0, length - tf.shape(tensor)[1]]]
+            return tensor if rows is None else tf.pad(tensor, more_rows)
+        return tf.pad(tensor, more_rows + [[0, length - tf.shape(tensor)[1]]]
                       + [[0, 0]] * (tensor.shape.rank - 2))
 
     return tf.nest.map_structure(pad, tensors)
@@ -497,16 +499,9 @@ def _logits(model, texts, batch_size, compiled=False):
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
         x = model.preprocessor(model.inputs_for(batch))
-        if compiled:
-            x = _bucketed(tf.nest.map_structure(lambda t: _rows_padded(t, batch_size), x))
-        rows.extend(np.asarray(run(x))[:len(batch)])
+        rows.extend(np.asarray(run(_bucketed(x, rows=batch_size) if compiled else x))[
+            :len(batch)])
     return rows
-
-
-def _rows_padded(tensor, rows):
-    """`tensor` with rows of 0 (empty texts: masked) added up to `rows` rows."""
-    missing = rows - tf.shape(tensor)[0]
-    return tf.pad(tensor, [[0, missing]] + [[0, 0]] * (tensor.shape.rank - 1))
 
 
 _SCORERS = weakref.WeakKeyDictionary()
