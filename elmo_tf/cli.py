@@ -19,7 +19,8 @@ import os
 import re
 import sys
 
-PROG = "elmo-tf"
+from elmo_tf_launcher import PROG, command_parser
+
 _RESULTS = contextvars.ContextVar("results", default=None)  # the stdout of `main`'s caller
 
 
@@ -126,24 +127,15 @@ def _library_log_on_stderr():
 
 def _parser():
     # Every list of choices comes from the registry that owns it.
-    from elmo_tf import __version__
     from elmo_tf.text.tokenizers import TOKENIZERS
     from elmo_tf.export.embeddings_hdf5 import LAYERS
     from elmo_tf.models.family import preset_names
     from elmo_tf.recipes.recipe import Recipe
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
 
-    parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser, commands = command_parser()  # the commands (the launcher's); their flags here
 
-    init = commands.add_parser(
-        "init", help="write a randomly initialised model (options.json + weights.hdf5, and a "
-                     "KerasHub preset)",
-        description="Writes DIR/options.json and DIR/weights.hdf5 for a preset architecture of "
-                    "any model family, with its training initialisation, and the same model as "
-                    "a KerasHub preset (config.json, metadata.json, model.weights.h5), e.g. to "
-                    "try the pipeline before training or converting a model.")
+    init = commands["init"]
     init.add_argument("--preset", required=True, metavar="PRESET",
                       help=f"one of {', '.join(preset_names())} (ELMo's released shapes also "
                            "as small, medium, original)")
@@ -152,11 +144,7 @@ def _parser():
     init.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     init.set_defaults(run=_init)
 
-    vocab = commands.add_parser(
-        "vocab", help="build a vocabulary file from a corpus",
-        description="Counts the tokens of the corpus (streaming, with a progress bar) and writes "
-                    "bilm-tf's vocab format: <S>, </S>, <UNK>, then the words by decreasing "
-                    "frequency (the sampled softmax's log-uniform sampler relies on the order).")
+    vocab = commands["vocab"]
     _corpus_arguments(vocab, TOKENIZERS)
     vocab.add_argument("--output", required=True, metavar="VOCAB", help="the file to write")
     vocab.add_argument("--min-count", type=_positive_int, default=1,
@@ -165,14 +153,7 @@ def _parser():
                        help="at most this many entries, the 3 specials included")
     vocab.set_defaults(run=_vocab)
 
-    train = commands.add_parser(
-        "train", help="pre-train a biLM, ELMo or Masked ELMo (resumes a killed run in the same "
-                      "--output)",
-        description="Trains the recipe's biLM with model.fit and writes DIR/options.json, "
-                    "DIR/weights.hdf5 (released layout), the same biLM as a KerasHub preset "
-                    "(DIR/config.json, metadata.json, model.weights.h5), DIR/vocab.txt, "
-                    "checkpoints and TensorBoard logs. Run the same command again after a "
-                    "crash to resume from the last checkpoint.")
+    train = commands["train"]
     train.add_argument("--recipe", required=True,
                        help=f"{', '.join(Recipe.names())}, or a recipe .json")
     _corpus_arguments(train, TOKENIZERS, builtin=True)
@@ -208,22 +189,14 @@ def _parser():
                             "CPUs; a resumed run keeps what it was started with")
     train.set_defaults(run=_train)
 
-    evaluate = commands.add_parser(
-        "evaluate", help="full-softmax perplexities of a trained model on a corpus",
-        description="Prints forward, backward and average perplexity and writes them as JSON "
-                    "(--json) for a directory `elmo-tf train` wrote.")
+    evaluate = commands["evaluate"]
     evaluate.add_argument("--model", required=True, metavar="DIR",
                           help="a finished training run's directory (its language model)")
     _corpus_arguments(evaluate, TOKENIZERS, builtin=True)
     evaluate.add_argument("--json", metavar="FILE", help="also write the results here")
     evaluate.set_defaults(run=_evaluate)
 
-    dump = commands.add_parser(
-        "dump", help="write the biLM vectors of every sentence of a file to hdf5",
-        description="Reads sentences (one per line, tokens separated by whitespace) and writes "
-                    "dataset 'i' per sentence i plus 'sentence_to_index', the layouts of "
-                    "bilm-tf's dump_bilm_embeddings and AllenNLP's `elmo --all/--top/--average`. "
-                    "Stateless: a sentence's vectors do not depend on its neighbours.")
+    dump = commands["dump"]
     dump.add_argument("input", help="sentence file, or - for stdin")
     dump.add_argument("output", help="the .hdf5 file to write (atomically)")
     _model_arguments(dump)
@@ -233,23 +206,14 @@ def _parser():
     _batch_size_argument(dump)
     dump.set_defaults(run=_dump)
 
-    embed = commands.add_parser(
-        "embed", help="`dump --layers all`, reading stdin unless --input is given",
-        description="The same as `elmo-tf dump INPUT OUTPUT --layers all`.")
+    embed = commands["embed"]
     _model_arguments(embed)
     embed.add_argument("--input", default="-", help="sentence file, or - for stdin (default)")
     embed.add_argument("--output", required=True, help="the .hdf5 file to write")
     _batch_size_argument(embed)
     embed.set_defaults(run=_dump, layers="all")
 
-    export = commands.add_parser(
-        "export", help="write a SavedModel for TF Serving and TF Hub",
-        description="Writes OUTPUT/VERSION/, a SavedModel with TF Hub elmo's signatures (`tokens` "
-                    "= `serving_default`, `default`) and outputs (word_emb, lstm_outputs1.., "
-                    "elmo, default, mask), the reusable SavedModel API for hub.KerasLayer and "
-                    "ElmoEmbedding.from_saved_model, and core TensorFlow ops only. With --model "
-                    "a `finetune` output directory, the task model instead: raw text in, "
-                    "logits and the label, score or tags out.")
+    export = commands["export"]
     _model_arguments(export, more=", or a `finetune` output directory (its task preset)")
     export.add_argument("--output", required=True, metavar="EXPORT_BASE",
                         help="the model's base directory; the SavedModel goes to a version "
@@ -264,13 +228,7 @@ def _parser():
 
     from elmo_tf.training.finetuning import TASKS
 
-    finetune = commands.add_parser(
-        "finetune", help="train a task model (classifier, pairs, tagger) on a biLM",
-        description="Trains a downstream task model on the representations of a pre-trained "
-                    "biLM (ELMo or Masked ELMo), keeps the epoch with the best dev score, "
-                    "stops after --patience epochs without a better one, and writes "
-                    "the best epoch's model into OUTPUT as a KerasHub task preset (task.json, "
-                    "its weights) and OUTPUT/dev_metrics.json; resumes if killed.")
+    finetune = commands["finetune"]
     finetune.add_argument("--task", required=True, choices=TASKS, metavar="TASK",
                           help="glue/NAME (cola, sst2, mrpc, qqp, stsb, mnli, qnli, rte, wnli: "
                                "GLUE's files in --data-dir), or classify / pair "
@@ -323,11 +281,7 @@ def _parser():
                                "(default 2)")
     finetune.set_defaults(run=_finetune)
 
-    predict = commands.add_parser(
-        "predict", help="run a fine-tuned model on text, one prediction per line",
-        description="Reads lines (a text; text_a<TAB>text_b for a pair model; tokens separated "
-                    "by spaces for a tagger) and prints one line per line: the label, the score "
-                    "or the tags.")
+    predict = commands["predict"]
     predict.add_argument("--model", required=True, metavar="OUT",
                          help="a finetune output directory (or a .keras file of an earlier "
                               "version)")

@@ -64,7 +64,7 @@ def test_train_checks_the_vocabulary_before_any_work(tmp_path, capsys, monkeypat
 # --- A full disk ---------------------------------------------------------------------------
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-LAUNCHER = ROOT / "bin" / "elmo-tf"
+LAUNCHER = ["-m", "elmo_tf_launcher"]  # the installed `elmo-tf`
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_dump_whose_writes_fail_exits_cleanly_and_leaves_nothing(tiny_model, tmp
     out = tmp_path / "out"
     out.mkdir()
     done = subprocesses.run(
-        [sys.executable, str(LAUNCHER), "dump", _sentences(tmp_path), str(out / "vec.hdf5"),
+        [sys.executable, *LAUNCHER, "dump", _sentences(tmp_path), str(out / "vec.hdf5"),
          "--model", str(options_file.parent)], preexec_fn=_limit_file_size,
         env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, seconds=600,
         what="dump on a full disk")
@@ -149,7 +149,7 @@ def test_train_whose_checkpoint_write_fails_exits_cleanly_and_leaves_nothing(tmp
     corpus = _sentences(tmp_path, n=60)
     output = tmp_path / "run"
     done = subprocesses.run(
-        [sys.executable, str(LAUNCHER), "train", "--recipe", "tiny", "--corpus", corpus,
+        [sys.executable, *LAUNCHER, "train", "--recipe", "tiny", "--corpus", corpus,
          "--steps", "1", "--output", str(output)], preexec_fn=_limit_file_size,
         env=dict(os.environ, **CPU_ONLY_ENV), capture_output=True, text=True, seconds=600,
         what="train on a full disk")
@@ -217,7 +217,7 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     assert any(temporary.fullmatch(name) for name in os.listdir(where))
     if command in ("train", "finetune"):  # they trace with AutoGraph before their first write
         assert any("__autograph_generated_file" in f for f in _files_under(scratch))
-    again = subprocesses.run([sys.executable, str(LAUNCHER), *args], env=env,
+    again = subprocesses.run([sys.executable, *LAUNCHER, *args], env=env,
                              capture_output=True, text=True, seconds=600,
                              what=f"{command} run again")
     assert again.returncode == 0, again.stderr[-3000:]

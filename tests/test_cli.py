@@ -1,6 +1,5 @@
 import json
 import os
-import pathlib
 import subprocess
 import sys
 
@@ -116,36 +115,49 @@ def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
 
 
 def test_the_installed_command_starts_quietly(tmp_path):
-    """`bin/elmo-tf` (what pip installs as `elmo-tf`) silences TensorFlow's start-up lines."""
-    launcher = pathlib.Path(__file__).resolve().parents[1] / "bin" / "elmo-tf"
+    """The `elmo-tf` entry point silences TensorFlow's start-up lines."""
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    done = subprocess.run([sys.executable, str(launcher), "init", "--preset", "tiny", "--output",
-                           str(tmp_path / "m")], env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([sys.executable, "-m", "elmo_tf_launcher", "init", "--preset", "tiny",
+                           "--output", str(tmp_path / "m")], env=env, capture_output=True,
+                          text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stderr == "" and "wrote a random tiny ElmoBackbone" in done.stdout
     assert (tmp_path / "m" / "weights.hdf5").exists()
 
 
-def test_version_at_once_without_tensorflow(capsys):
-    """`elmo-tf --version` answers before TensorFlow is imported (the launcher), and `--version`
-    is a flag of the command line too; both the installed package's version."""
+@pytest.mark.parametrize("argv, code, printed", [
+    (["--version"], 0, "elmo-tf {version}\n"),
+    (["--help"], 0, "usage: elmo-tf [-h] [--version] COMMAND ..."),
+    ([], 2, "the following arguments are required: COMMAND"),
+    (["trian"], 2, "invalid choice: 'trian' (choose from 'init', 'vocab', 'train',"),
+])
+def test_help_version_and_a_wrong_command_answer_without_tensorflow(argv, code, printed):
+    """`elmo-tf --help`, `--version` and a missing or mistyped command answer before
+    TensorFlow is imported (a process of its own, so that nothing imported it before)."""
     from importlib import metadata
 
-    launcher = pathlib.Path(__file__).resolve().parents[1] / "bin" / "elmo-tf"
-    probe = ("import runpy, sys; sys.argv = ['elmo-tf', '--version']\n"
-             "try:\n    runpy.run_path(%r, run_name='__main__')\n"
-             "except SystemExit:\n    pass\n"
-             "print('tensorflow' in sys.modules)") % str(launcher)
+    probe = ("import sys, elmo_tf_launcher\n"
+             "try:\n    elmo_tf_launcher.main(%r)\nexcept SystemExit as e:\n"
+             "    print('exit', e.code, 'tensorflow' in sys.modules, 'elmo_tf' in sys.modules,"
+             " file=sys.stderr)") % argv
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)
-    expected = f"elmo-tf {metadata.version('elmo-tf')}"
-    assert done.stdout.split("\n")[:2] == [expected, "False"], done.stdout + done.stderr
+    assert done.stderr.splitlines()[-1] == f"exit {code} False False", done.stderr
+    assert printed.format(version=metadata.version("elmo-tf")) in done.stdout + done.stderr
     with pytest.raises(SystemExit) as exit_:
-        main(["--version"])
-    from elmo_tf import __version__
+        main(argv)  # the command line in-process answers the same
+    assert exit_.value.code == code
 
-    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"elmo-tf {__version__}"
+
+def test_every_flag_has_help():
+    """What `elmo-tf COMMAND --help` prints explains every flag."""
+    from elmo_tf.cli import _parser
+
+    subparsers = next(a for a in _parser()._actions if a.dest == "command").choices
+    missing = [f"{name} {action.option_strings or action.dest}"
+               for name, command in subparsers.items() for action in command._actions
+               if not action.help]
+    assert missing == []
 
 
 def test_a_url_output_is_refused_by_name_and_nothing_is_written(tmp_path, capsys, monkeypatch):
