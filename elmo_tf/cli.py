@@ -19,7 +19,7 @@ import os
 import re
 import sys
 
-from elmo_tf_launcher import PROG, command_parser
+from elmo_tf_commands import PROG, command_parser
 
 _RESULTS = contextvars.ContextVar("results", default=None)  # the stdout of `main`'s caller
 
@@ -133,7 +133,7 @@ def _parser():
     from elmo_tf.recipes.recipe import Recipe
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
 
-    parser, commands = command_parser()  # the commands (the launcher's); their flags here
+    parser, commands = command_parser()  # the commands; their flags here
 
     init = commands["init"]
     init.add_argument("--preset", required=True, metavar="PRESET",
