@@ -13,14 +13,6 @@ os.environ.setdefault("NVIDIA_TF32_OVERRIDE", "0")
 # No persistent XLA cache (elmo_tf.xla_cache): every test compiles what it runs, and writes
 # nothing under the user's home; the cache's own test gives it a directory.
 os.environ.setdefault("ELMO_TF_XLA_CACHE", "off")
-# The cores shared among pytest-xdist's workers: TensorFlow's thread pools of each worker (and of
-# the subprocesses its tests start) as large as its share. On 2 cores with 2 workers, one thread
-# each: for these tiny models more threads only contend (the fine-tuning and downstream modules,
-# measured: 7 % less wall time and 10 % less CPU time than TensorFlow's default of every core).
-_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-_SHARE = str(max(1, (os.cpu_count() or 1) // _WORKERS))
-os.environ.setdefault("TF_NUM_INTRAOP_THREADS", _SHARE)
-os.environ.setdefault("TF_NUM_INTEROP_THREADS", _SHARE)
 # Tests of training logic that compare runs across processes (resuming, replicas, workers) run
 # their subprocesses on the CPU: on a GPU they would share one device (two workers' collectives
 # abort there) and its non-deterministic reductions.
@@ -33,18 +25,6 @@ from tests import reference  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BILM_TF = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
-
-
-# The modules that take longest (docs/benchmarks.md, "The test suite's time"), first: xdist's
-# `loadscope` hands modules to its workers in collection order, and a long one handed out last
-# runs alone at the end while the other worker idles.
-LONGEST_FIRST = ("tests/training/test_finetuning.py", "tests/training/test_distributed.py",
-                 "tests/test_bad_inputs.py", "tests/training/test_resume.py")
-
-
-def pytest_collection_modifyitems(items):
-    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))  # stable
 
 
 @pytest.fixture(scope="session", autouse=True)
