@@ -80,9 +80,15 @@ def command_parser():
 
 
 def version():
-    """`elmo_tf.__version__`, read from the package's source without importing it."""
+    """`elmo_tf.__version__` without importing the package: read from its source (installed,
+    editable or a source tree on the path), else from the installed package's metadata."""
     import importlib.util
     import re
 
-    with open(importlib.util.find_spec("elmo_tf").origin, encoding="utf-8") as f:
-        return re.search(r'^__version__ = "([^"]+)"$', f.read(), re.M).group(1)
+    try:
+        with open(importlib.util.find_spec("elmo_tf").origin, encoding="utf-8") as f:
+            return re.search(r'^__version__ = "([^"]+)"', f.read(), re.M).group(1)
+    except (AttributeError, OSError, ValueError):  # no source, or not as expected
+        from importlib import metadata
+
+        return metadata.version(PROG)

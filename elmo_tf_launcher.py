@@ -25,7 +25,8 @@ def main(argv=None):
     """Runs `elmo-tf` with `argv` (default: `sys.argv[1:]`); returns its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if not argv or argv[0] not in COMMANDS:  # --help, --version, a missing or unknown command
-        command_parser()[0].parse_args(argv)  # prints and exits
+        command_parser()[0].parse_known_args(argv)  # prints and exits, or leaves an unknown
+        # option before a command (`--foo init ...`) to the whole parser's own message
     _import_tensorflow_quietly()
     from elmo_tf.cli import main_process
 

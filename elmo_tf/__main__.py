@@ -8,4 +8,5 @@ import sys
 
 from elmo_tf_launcher import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -64,9 +64,10 @@ def _say(*parts):
 
 
 def main_process(argv=None):
-    """`main` as a process's whole work (the `elmo-tf` launcher, `python -m elmo_tf.cli`): its
-    temporary files (TensorFlow's AutoGraph files among them) in a directory of its own, which
-    the next command removes if this one is killed."""
+    """`main` as a process's whole work (`elmo_tf_launcher.main`, which is `elmo-tf` and
+    `python -m elmo_tf`; `python -m elmo_tf.cli`): its temporary files (TensorFlow's AutoGraph
+    files among them) in a directory of its own, which the next command removes if this one is
+    killed."""
     from elmo_tf.files import private_temporary_directory
 
     with private_temporary_directory():

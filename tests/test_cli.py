@@ -130,11 +130,15 @@ def test_the_installed_command_starts_quietly(tmp_path):
     (["--help"], 0, "usage: elmo-tf [-h] [--version] COMMAND ..."),
     ([], 2, "the following arguments are required: COMMAND"),
     (["trian"], 2, "invalid choice: 'trian' (choose from 'init', 'vocab', 'train',"),
+    (["--foo", "init", "--preset", "tiny", "--output", "m"], 2, "unrecognized arguments: --foo\n"),
 ])
-def test_help_version_and_a_wrong_command_answer_without_tensorflow(argv, code, printed):
+def test_help_version_and_a_wrong_command_answer_without_tensorflow(argv, code, printed, capsys):
     """`elmo-tf --help`, `--version` and a missing or mistyped command answer before
-    TensorFlow is imported (a process of its own, so that nothing imported it before)."""
+    TensorFlow is imported (a process of its own, so that nothing imported it before), as the
+    command line in-process does; the installed `elmo-tf` is this entry point."""
     from importlib import metadata
+
+    from elmo_tf import __version__
 
     probe = ("import sys, elmo_tf_launcher\n"
              "try:\n    elmo_tf_launcher.main(%r)\nexcept SystemExit as e:\n"
@@ -142,11 +146,17 @@ def test_help_version_and_a_wrong_command_answer_without_tensorflow(argv, code, 
              " file=sys.stderr)") % argv
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)
-    assert done.stderr.splitlines()[-1] == f"exit {code} False False", done.stderr
-    assert printed.format(version=metadata.version("elmo-tf")) in done.stdout + done.stderr
+    quick = done.stderr.splitlines()
+    full = argv[:1] == ["--foo"]  # an unknown option before a command: the whole parser's
+    assert quick[-1:] == [f"exit {code} {full} {full}"], done.stderr
+    assert printed.format(version=__version__) in done.stdout + done.stderr
     with pytest.raises(SystemExit) as exit_:
-        main(argv)  # the command line in-process answers the same
+        main(argv)
+    in_process = capsys.readouterr()
     assert exit_.value.code == code
+    assert (in_process.out, in_process.err) == (done.stdout, "\n".join(quick[:-1] + [""]))
+    assert metadata.entry_points(group="console_scripts")["elmo-tf"].value == \
+        "elmo_tf_launcher:main"
 
 
 def test_every_flag_has_help():
