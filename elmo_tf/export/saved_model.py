@@ -142,7 +142,7 @@ def _serving_module(embedding):
                        for k in range(1, n_layers + 1)}}
 
     def chunk_outputs(tokens):
-        outputs = backbone(embedding.preprocessor(tokens), training=False)
+        outputs = embedding.backbone_outputs(embedding.preprocessor(tokens), training=False)
         mask = outputs["mask"]
         word_emb, _ = remove_boundaries(outputs["token_embeddings"],
                                         outputs["mask_with_boundaries"])

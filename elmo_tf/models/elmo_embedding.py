@@ -130,7 +130,18 @@ class ElmoEmbedding(keras.layers.Layer):
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None):
-        return self.mix(self.backbone(self.preprocessor(inputs), training=training), training)
+        return self.mix(self.backbone_outputs(self.preprocessor(inputs), training), training)
+
+    def backbone_outputs(self, char_ids, training=None):
+        """The backbone's outputs for `char_ids`; a frozen biLM's layers with their gradient
+        stopped. A tape watches every variable it sees read, trainable in Keras's sense or
+        not, so without the stop it would differentiate through the frozen LSTM loops and
+        char CNN at every training step, for gradients nobody asks for."""
+        outputs = self.backbone(char_ids, training=training)
+        if self.backbone.trainable:
+            return outputs
+        return dict(outputs, layers_with_boundaries=keras.ops.stop_gradient(
+            outputs["layers_with_boundaries"]))
 
     def mix(self, backbone_outputs, training=None):
         """The representations from `ElmoBackbone` outputs (for callers that also need those)."""

@@ -100,6 +100,13 @@ def test_gradients_reach_the_mix_and_the_bilm_only_when_fine_tuned(tiny_model):
         assert any("scalar_mix" in n for n in names)
         assert any("lstm" in n for n in names) == fine_tune
         assert len(elmo.losses) == 1  # the l2 penalty on the mix weights
+        # Frozen, the tape does not differentiate through the biLM at all (it watches every
+        # variable read, so without a stop it would, at every step, for nothing): no gradient
+        # reaches the biLM's weights even when asked for.
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(elmo(tf.constant(TOKENS), training=True) ** 2)
+        reached = [g is not None for g in tape.gradient(loss, elmo.backbone.weights)]
+        assert all(reached) if fine_tune else not any(reached)
 
 
 def test_a_parent_model_cannot_unfreeze_the_bilm_or_fixed_mixes(tiny_model):
