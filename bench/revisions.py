@@ -9,7 +9,9 @@ Checks REV out into a temporary git worktree, then alternates fresh processes of
   tokens, the best of 3 runs after a warm-up;
 * training: the median `fit` step of `tiny` (32 x 20 stream batches, 340 words, full softmax) and
   of `elmo_small` (32 x 20, the released 793,471-word vocabulary, 8192 sampled negatives), as
-  `build_language_model` compiles them, on synthetic batches (`bench/training.py`'s).
+  `build_language_model` compiles them, on synthetic batches (`bench/training.py`'s);
+* fine-tuning: the median `fit` step of a `TextClassifier` on a frozen biLM of `elmo_cpu`'s
+  shape (random weights), `finetune`'s default head, 32 synthetic texts of 20 words.
 
 Machines are noisy and differ between sessions, so the figures that matter are the ratios
 current / baseline of the medians over repeats, written with every sample to the JSON
@@ -70,6 +72,23 @@ def measure(tree):
         data = dataset(x, y, tf.distribute.get_strategy(), 1)
         fit_steps(lm, data, 2)
         seconds[f"fit_step_{name}"] = float(np.median(fit_steps(lm, data, 4).seconds))
+    # Fine-tuning on a frozen biLM of `elmo_cpu`'s shape, as `elmo-tf finetune` trains a
+    # classifier by default (a trained mix, a BiLSTM head of 64 units, 64-dim task words,
+    # dropout 0.5): 32 texts of 20 words a step, its preprocessor's features in.
+    from elmo_tf.models.downstream import TextClassifier
+
+    keras.utils.set_random_seed(0)
+    embedding = elmo_tf.ElmoEmbedding(elmo_tf.ElmoBackbone(
+        elmo_tf.ElmoConfig.from_architecture("elmo_cpu")))
+    classifier = TextClassifier.create(embedding, ["a", "b"], "whitespace", 64, 0.5,
+                                       word_embedding_dim=64)
+    classifier.compile()
+    texts = [" ".join(words) for words in sentences(32, 20, seed=5)]
+    data = tf.data.Dataset.from_tensors((classifier.preprocessor(classifier.inputs_for(texts)),
+                                         classifier.targets([0, 1] * 16))).repeat()
+    fit_steps(classifier, data, 2)
+    seconds["fit_step_frozen_classifier"] = float(np.median(fit_steps(classifier, data, 6)
+                                                            .seconds))
     print(PREFIX + json.dumps(seconds), flush=True)
 
 
