@@ -10,8 +10,9 @@ Checks REV out into a temporary git worktree, then alternates fresh processes of
 * training: the median `fit` step of `tiny` (32 x 20 stream batches, 340 words, full softmax) and
   of `elmo_small` (32 x 20, the released 793,471-word vocabulary, 8192 sampled negatives), as
   `build_language_model` compiles them, on synthetic batches (`bench/training.py`'s);
-* fine-tuning: the median `fit` step of a `TextClassifier` on a frozen biLM of `elmo_cpu`'s
-  shape (random weights), `finetune`'s default head, 32 synthetic texts of 20 words.
+* fine-tuning: the first and the median `fit` step of a `TextClassifier` on a frozen biLM of
+  `elmo_cpu`'s shape (random weights), `finetune`'s default head, 32 synthetic texts of 20
+  words, without XLA and compiled (`_xla`).
 
 Machines are noisy and differ between sessions, so the figures that matter are the ratios
 current / baseline of the medians over repeats, written with every sample to the JSON
@@ -77,18 +78,22 @@ def measure(tree):
     # dropout 0.5): 32 texts of 20 words a step, its preprocessor's features in.
     from elmo_tf.models.downstream import TextClassifier
 
-    keras.utils.set_random_seed(0)
-    embedding = elmo_tf.ElmoEmbedding(elmo_tf.ElmoBackbone(
-        elmo_tf.ElmoConfig.from_architecture("elmo_cpu")))
-    classifier = TextClassifier.create(embedding, ["a", "b"], "whitespace", 64, 0.5,
-                                       word_embedding_dim=64)
-    classifier.compile()
-    texts = [" ".join(words) for words in sentences(32, 20, seed=5)]
-    data = tf.data.Dataset.from_tensors((classifier.preprocessor(classifier.inputs_for(texts)),
-                                         classifier.targets([0, 1] * 16))).repeat()
-    fit_steps(classifier, data, 2)
-    seconds["fit_step_frozen_classifier"] = float(np.median(fit_steps(classifier, data, 6)
-                                                            .seconds))
+    # Its first step (tracing; with XLA, compiling) apart, then the steady one.
+    for suffix, xla in (("", "off"), ("_xla", "on")):
+        keras.utils.set_random_seed(0)
+        embedding = elmo_tf.ElmoEmbedding(elmo_tf.ElmoBackbone(
+            elmo_tf.ElmoConfig.from_architecture("elmo_cpu")))
+        classifier = TextClassifier.create(embedding, ["a", "b"], "whitespace", 64, 0.5,
+                                           word_embedding_dim=64)
+        classifier.compile(xla=xla)
+        texts = [" ".join(words) for words in sentences(32, 20, seed=5)]
+        data = tf.data.Dataset.from_tensors((
+            classifier.preprocessor(classifier.inputs_for(texts)),
+            classifier.targets([0, 1] * 16))).repeat()
+        seconds[f"first_step_frozen_classifier{suffix}"] = fit_steps(classifier, data,
+                                                                     2).seconds[0]
+        seconds[f"fit_step_frozen_classifier{suffix}"] = float(np.median(
+            fit_steps(classifier, data, 6).seconds))
     print(PREFIX + json.dumps(seconds), flush=True)
 
 
