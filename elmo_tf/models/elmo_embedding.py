@@ -133,18 +133,19 @@ class ElmoEmbedding(keras.layers.Layer):
         return self.mix(self.backbone_outputs(self.preprocessor(inputs), training), training)
 
     def backbone_outputs(self, char_ids, training=None):
-        """The backbone's outputs for `char_ids`; a frozen biLM's layers with their gradient
-        stopped. A tape watches every variable it sees read, trainable in Keras's sense or
-        not, so without the stop it would differentiate through the frozen LSTM loops and
-        char CNN at every training step, for gradients nobody asks for."""
+        """The backbone's outputs for `char_ids` (what `mix` takes), every one with its
+        gradient stopped when none of the backbone's variables trains (a frozen biLM). A tape
+        watches every `tf.Variable` created trainable, and freezing a Keras layer does not
+        change that flag, so without the stop it would differentiate through the frozen LSTM
+        loops and char CNN at every training step, for gradients nobody asks for."""
         outputs = self.backbone(char_ids, training=training)
-        if self.backbone.trainable:
+        if any(w.trainable for w in self.backbone.weights):  # a part unfrozen by hand too
             return outputs
-        return dict(outputs, layers_with_boundaries=keras.ops.stop_gradient(
-            outputs["layers_with_boundaries"]))
+        return {name: keras.ops.stop_gradient(value) for name, value in outputs.items()}
 
     def mix(self, backbone_outputs, training=None):
-        """The representations from `ElmoBackbone` outputs (for callers that also need those)."""
+        """The representations from `backbone_outputs`'s result (for callers that also need
+        the backbone's outputs; `backbone_outputs` stops a frozen biLM's gradient)."""
         mask = backbone_outputs["mask_with_boundaries"]
         representations = [
             self.remove_boundaries(mix(backbone_outputs["layers_with_boundaries"], mask=mask,

@@ -107,6 +107,14 @@ def test_gradients_reach_the_mix_and_the_bilm_only_when_fine_tuned(tiny_model):
             loss = tf.reduce_sum(elmo(tf.constant(TOKENS), training=True) ** 2)
         reached = [g is not None for g in tape.gradient(loss, elmo.backbone.weights)]
         assert all(reached) if fine_tune else not any(reached)
+    # A part of a frozen biLM unfrozen by hand trains, as Keras lists it as trainable.
+    elmo.fine_tune = False
+    elmo.backbone.get_layer("bilm").trainable = True
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(elmo(tf.constant(TOKENS), training=True) ** 2)
+    lstm = elmo.backbone.get_layer("bilm").trainable_weights
+    assert lstm and {w.path for w in lstm} <= {w.path for w in elmo.trainable_weights}
+    assert all(g is not None for g in tape.gradient(loss, lstm))
 
 
 def test_a_parent_model_cannot_unfreeze_the_bilm_or_fixed_mixes(tiny_model):
