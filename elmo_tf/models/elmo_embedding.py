@@ -35,8 +35,9 @@ class ElmoEmbedding(keras.layers.Layer):
         do_layer_norm: normalise each biLM layer before mixing (batch-global statistics).
         dropout: dropout on each representation in training (AllenNLP's default 0.5).
         l2_coef: bilm-tf's L2 penalty on the mix weights, or None.
-        fine_tune: train the biLM's weights too (frozen by default; the mixes always train
-            unless `scalar_mix_parameters` fixes them).
+        fine_tune: train the biLM's weights too (frozen by default, and then no gradient is
+            computed through it: `backbone_outputs`; the mixes always train unless
+            `scalar_mix_parameters` fixes them).
 
     Example:
     >>> elmo = ElmoEmbedding.from_allennlp("options.json", "weights.hdf5", dropout=0.0)
