@@ -101,8 +101,9 @@ def test_gradients_reach_the_mix_and_the_bilm_only_when_fine_tuned(tiny_model):
         assert any("lstm" in n for n in names) == fine_tune
         assert len(elmo.losses) == 1  # the l2 penalty on the mix weights
         # Frozen, the tape does not differentiate through the biLM at all (it watches every
-        # variable read, so without a stop it would, at every step, for nothing): no gradient
-        # reaches the biLM's weights even when asked for.
+        # tf.Variable created trainable, which a Keras freeze leaves so: without a stop it
+        # would, at every step, for nothing): no gradient reaches the biLM's weights even
+        # when asked for.
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(elmo(tf.constant(TOKENS), training=True) ** 2)
         reached = [g is not None for g in tape.gradient(loss, elmo.backbone.weights)]
