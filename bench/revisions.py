@@ -84,6 +84,7 @@ def measure(tree):
     except ImportError:
         print(PREFIX + json.dumps(seconds), flush=True)
         return
+    texts = [" ".join(words) for words in sentences(32, 20, seed=5)]
     # Its first step (tracing; with XLA, compiling) apart, then the steady one.
     for suffix, xla in (("", "off"), ("_xla", "on")):
         keras.utils.set_random_seed(0)
@@ -93,7 +94,6 @@ def measure(tree):
                                            word_embedding_dim=64)
         classifier.compile(xla=xla)
         assert isinstance(classifier.preprocessor, TaskPreprocessor)
-        texts = [" ".join(words) for words in sentences(32, 20, seed=5)]
         data = tf.data.Dataset.from_tensors((
             classifier.preprocessor(classifier.inputs_for(texts)),
             classifier.targets([0, 1] * 16))).repeat()
