@@ -187,7 +187,7 @@ def in_multi_worker_mode(strategy):
 
 class FitWorkarounds:
     """Mixin for a `keras.Model` trained with `fit` under distribution strategies (first among
-    the bases). Two Keras behaviours it corrects:
+    the bases). Three Keras behaviours it corrects:
 
     * Keras builds a model symbolically from a data batch when `fit` starts, even a model that
       is built; under a strategy it averages the replicas' batches first, int inputs across
@@ -195,6 +195,11 @@ class FitWorkarounds:
       MirroredStrategy it rebuilt models whose graph parts it took for unbuilt. Here a model
       whose layers and compiled loss and metrics are all built is not built again, and the
       others build from the first replica's batch. Private: `Model._maybe_symbolic_build`.
+    * Without a strategy Keras builds nothing before the first step: the optimizer's slots
+      and the compiled metrics are created while TensorFlow traces the step, which then
+      traces it again (a function that creates variables is traced twice). Here the model,
+      its loss, metrics and optimizer are built first, as under a strategy, and the step is
+      traced once. Private: `Model._symbolic_build`.
     * Under multi-worker training Keras reduces the step logs with a mean over axis 0, which
       fails on scalars (keras-team/keras#20585): the logs are given shape `[1]` there.
     """
@@ -210,6 +215,13 @@ class FitWorkarounds:
         if all(layer.built for layer in self._flatten_layers()) \
                 and all(c is None or c.built for c in compiled):
             iterator = data_batch = None
+        if getattr(self, "_distribute_strategy", None) is None:
+            # Without a strategy Keras leaves the optimizer's slots and the compiled metrics
+            # to the first trace of the step, and TensorFlow traces a function that creates
+            # variables twice: every first `fit` / `train_on_batch` step was traced twice.
+            # Built here, as under a strategy, it is traced once.
+            self._symbolic_build(iterator=iterator, data_batch=data_batch)
+            return
         if iterator is not None and getattr(self, "_distribute_strategy", None) is not None:
             # Keras averages the replicas' batches into one to build from, which fails on
             # strings (a task model's raw text); any replica's batch has the shapes: the first.

@@ -222,12 +222,32 @@ def test_fit_lowers_the_loss_and_gradients_reach_every_weight():
                                      if g is None]
     lm.compile(optimizer=keras.optimizers.Adagrad(0.2, initial_accumulator_value=1.0,
                                                   global_clipnorm=10.0))
+    traces = _counting_calls(lm, "train_step", "test_step")
     data = tf.data.Dataset.from_tensors(({"char_ids": char_ids}, y)).repeat(100)
     history = lm.fit(data, epochs=1, verbose=0, shuffle=False).history
     assert history["loss"][-1] < float(loss)
     result = lm.evaluate(tf.data.Dataset.from_tensors(({"char_ids": char_ids}, y)),
                          return_dict=True, verbose=0)
     assert result["loss"] < 0.8 * float(loss)
+    # Each step traced once: the optimizer's slots and the loss metric are built before the
+    # first trace (`FitWorkarounds`), not in it, which made TensorFlow trace it twice.
+    assert traces == {"train_step": 1, "test_step": 1}
+
+
+def _counting_calls(model, *names):
+    """{name: how many times `model.name` was called} from now on (a step method's calls are
+    its traces)."""
+    counts = dict.fromkeys(names, 0)
+
+    def counting(name, method):
+        def call(*args, **kwargs):
+            counts[name] += 1
+            return method(*args, **kwargs)
+        return call
+
+    for name in names:
+        setattr(model, name, counting(name, getattr(model, name)))
+    return counts
 
 
 def test_bad_inputs_and_targets_name_what_is_accepted():
