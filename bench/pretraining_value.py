@@ -207,23 +207,6 @@ def steady_seconds_per_step(run_dir):
     return speed["steady_seconds_per_step"]
 
 
-def _supervised_per_step(record, recipe):
-    """(tokens read, supervised predictions) per step, from the run's corpus counts."""
-    size, per_epoch = record["corpus_size"], record["steps_per_epoch"]
-    tokens = size["tokens"] * recipe.get("masks_per_sentence", 1) / per_epoch
-    pairs = (size["tokens"] + size["sentences"]) * recipe.get("masks_per_sentence", 1) / per_epoch
-    if recipe.get("objective", "bilm") == "bilm":
-        return tokens, 2 * pairs
-    # Each of the K copies selects the rate from its own 1/K of the tokens, all of them where
-    # K x rate >= 1 (masked_language_model_dataset).
-    masked = size["tokens"] * min(1.0, recipe.get("masks_per_sentence", 1)
-                                  * recipe.get("selection_rate", 0.15)) / per_epoch
-    # The cloze loss and the replaced-token detection: every token (a word, a binary label)
-    return tokens, (masked + (2 * pairs if recipe.get("next_token_weight") else 0)
-                    + (tokens if recipe.get("cloze_weight") else 0)
-                    + (tokens if recipe.get("replaced_token_weight") else 0))
-
-
 # Steps between a run's checkpoints: a run killed (a session's end) goes on from the last one.
 CHECKPOINT_EVERY = 500
 
@@ -247,7 +230,9 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
                             log=os.path.join(runs, name, f"seed-{seed}", f"train-{key}.log"))
             _keep(run_dir, kept)
             record = _json(os.path.join(run_dir, "run.json"))
-            tokens, supervised = _supervised_per_step(record, record["settings"]["recipe"])
+            # What a step reads and teaches, as the run's family counts it.
+            tokens, supervised = (record["tokens_per_step"],
+                                  record["supervised_predictions_per_step"])
             earlier = [v for b, v in out.items() if float(b) < budget]
             previous = max(earlier, key=lambda v: v["steps"]) if earlier else None
             out[key] = {"steps": steps,

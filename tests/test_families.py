@@ -122,6 +122,29 @@ def _vocabulary():
     return Vocabulary(["<S>", "</S>", "<UNK>"] + WORDS)
 
 
+@pytest.mark.parametrize("recipe, per_pass", [
+    # ELMo: every word and </S> predicted forward, every word and <S> backward.
+    ({"base": "tiny"}, 2 * (1000 + 100)),
+    # The masked LM: the selected share of the words; K copies select disjoint shares.
+    ({"base": "tiny_masked", "selection_rate": 0.4}, 400),
+    ({"base": "tiny_masked", "masks_per_sentence": 2}, 300),
+    ({"base": "tiny_masked", "masks_per_sentence": 2, "selection_rate": 0.5}, 1000),
+    # Its first layer's next-token loss adds ELMo's predictions (on each copy), the cloze
+    # loss and the replaced-token detection one target per word.
+    ({"base": "tiny_masked", "next_token_weight": 1.0}, 150 + 2200),
+    ({"base": "tiny_masked", "masks_per_sentence": 2, "next_token_weight": 0.5}, 300 + 4400),
+    ({"base": "tiny_masked", "selection_rate": 0.4, "cloze_weight": 1.0}, 400 + 1000),
+    ({"base": "tiny_masked", "replaced_token_weight": 50.0, "cloze_weight": 1.0},
+     150 + 1000 + 1000),
+])
+def test_each_family_counts_the_predictions_its_objective_is_trained_on(recipe, per_pass):
+    """What run.json records per step (`supervised_predictions_per_step`) and the protocol
+    compares objectives by, for a corpus of 1000 words in 100 sentences."""
+    recipe = Recipe.from_dict(recipe)
+    size = {"tokens": 1000, "sentences": 100}
+    assert recipe.family.supervised_predictions(recipe, size) == pytest.approx(per_pass)
+
+
 def test_a_familys_recipe_names_are_its_own(toy_family):
     class Copy(ToyFamily):
         name, objective = "toy_copy", "toy_copy_lm"

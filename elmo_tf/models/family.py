@@ -78,6 +78,14 @@ class Family:
         replica's rows are a multiple of it."""
         return 1
 
+    def supervised_predictions(self, recipe, size):
+        """How many predictions the objective is trained on in one pass over a corpus of
+        `size` (`{"tokens": ..., "sentences": ...}`, its words and sentences), every copy of a
+        sentence counted (`copies_per_sentence`); None where the family does not say. A run
+        records it per step in run.json (`supervised_predictions_per_step`), so that runs of
+        different objectives compare by what they were taught, not only by steps."""
+        return None
+
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         """The recipe's pre-training task (a `LanguageModel`: `train` and `evaluate` give it
         the vocabulary through `set_vocabulary`), built (its weights exist), not compiled: its

@@ -159,7 +159,14 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
                                     MAX_CHECKPOINT_INTERVAL)
+    # Corpus tokens read per step (each copy of a sentence, the masked LM's K, reads it again)
+    # and the predictions the objective is trained on per step.
+    tokens_per_step = size["tokens"] * recipe.family.copies_per_sentence(recipe) / steps_per_epoch
+    supervised = recipe.family.supervised_predictions(recipe, size)
     record = {"settings": settings, "corpus_size": size, "steps_per_epoch": steps_per_epoch,
+              "tokens_per_step": round(tokens_per_step, 3),
+              "supervised_predictions_per_step": None if supervised is None else round(
+                  supervised / steps_per_epoch, 3),
               "best_perplexity": best, "xla": xla, "xla_compiled": compiled}
     if minutes is not None:
         record.update(minutes=minutes,
@@ -208,8 +215,6 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if budget is not None:
         callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
-    # Corpus tokens per step (each copy of a sentence, the masked LM's K, reads it again).
-    tokens_per_step = size["tokens"] * recipe.family.copies_per_sentence(recipe) / steps_per_epoch
     callbacks.append(StepTimes(run if is_chief(strategy) else None, record, tokens_per_step))
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last

@@ -1,5 +1,5 @@
-"""The protocol's own arithmetic and bookkeeping (bench/pretraining_value.py): step times from a
-run's record, what a step reads and supervises, and what a stopped run leaves recorded."""
+"""The protocol's own arithmetic and bookkeeping (bench/pretraining_value.py): step times and
+what a step reads and supervises from a run's record, and what a stopped run leaves recorded."""
 
 import dataclasses
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench import pretraining_value
-from bench.pretraining_value import _supervised_per_step, steady_seconds_per_step
+from bench.pretraining_value import steady_seconds_per_step
 from elmo_tf.models.family import architecture
 from elmo_tf.recipes import Recipe
 
@@ -37,30 +37,6 @@ def test_the_calibration_reads_the_speed_a_run_recorded(tmp_path):
         steady_seconds_per_step(str(tmp_path))
 
 
-def test_tokens_read_and_predictions_supervised_per_step():
-    record = {"corpus_size": {"tokens": 1000, "sentences": 100}, "steps_per_epoch": 10}
-    # ELMo: every token and </S> predicted forward, every token and <S> backward.
-    assert _supervised_per_step(record, {"objective": "bilm"}) == (100, 220)
-    # The masked LM: the selected share of the tokens read; K copies read K times the tokens.
-    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
-                                                       "selection_rate": 0.4})
-    assert (tokens, supervised) == (100, pytest.approx(40))
-    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
-                                                       "masks_per_sentence": 2})
-    assert (tokens, supervised) == (200, pytest.approx(30))
-    # Three copies at 40 %: each predicts all of its own third, every token once.
-    tokens, supervised = _supervised_per_step(record, {"objective": "masked_lm",
-                                                       "masks_per_sentence": 3,
-                                                       "selection_rate": 0.4})
-    assert (tokens, supervised) == (300, pytest.approx(100))
-    # With the next-token loss, ELMo's predictions too.
-    assert _supervised_per_step(record, {"objective": "masked_lm", "next_token_weight": 1.0})[
-        1] == pytest.approx(15 + 220)
-    # With the cloze loss, every token once more.
-    assert _supervised_per_step(record, {"objective": "masked_lm", "selection_rate": 0.4,
-                                         "cloze_weight": 1.0})[1] == pytest.approx(40 + 100)
-
-
 def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(
         tmp_path, monkeypatch):
     """`pretrain` records a budget's biLM as soon as it is kept (a deadline may stop the
@@ -76,8 +52,7 @@ def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_aga
             with h5py.File(os.path.join(output, "weights.hdf5"), "w") as f:
                 f["w"] = np.arange(3.0)
             for name, value in (("options.json", {}), ("vocab.txt", {}), ("run.json", {
-                    "corpus_size": {"tokens": 1000, "sentences": 100}, "steps_per_epoch": 10,
-                    "settings": {"recipe": {"objective": "bilm"}}})):
+                    "tokens_per_step": 100.0, "supervised_predictions_per_step": 220.0})):
                 with open(os.path.join(output, name), "w") as f:
                     json.dump(value, f)
         elif stop_evaluation[0]:
@@ -101,6 +76,7 @@ def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_aga
     assert sorted(os.listdir(kept)) == ["options.json", "run.json", "vocab.txt", "weights.hdf5"]
     entry = saved[-1]["pretraining"]["elmo"]["0"]["1"]
     assert entry["steps"] == 120 and entry["heldout"] is None and entry["tokens_read"] == 12000
+    assert entry["supervised_predictions"] == 26400  # what the run recorded, per step
     assert calls == ["train", "evaluate"]
     stop_evaluation[0] = False
     out = pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)

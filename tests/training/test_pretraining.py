@@ -288,6 +288,13 @@ def test_a_masked_elmo_recipe_trains_evaluates_and_dumps(tmp_path, corpus, capsy
     evaluated = training.evaluate(output, corpus["heldout"])
     np.testing.assert_allclose(evaluated["perplexity"], results["validation"]["perplexity"],
                                rtol=1e-4)
+    # run.json counts what a step reads and teaches: 2 copies of every sentence, 15 % of each
+    # copy's words selected, so 2 words read and 0.3 predictions per word of the corpus.
+    record = json.load(open(f"{output}/run.json"))
+    words_per_step = record["corpus_size"]["tokens"] / record["steps_per_epoch"]
+    assert record["tokens_per_step"] == pytest.approx(2 * words_per_step, rel=1e-4)
+    assert record["supervised_predictions_per_step"] == pytest.approx(0.3 * words_per_step,
+                                                                      rel=1e-3)
     options = json.load(open(f"{output}/options.json"))
     assert options["lstm"]["fully_bidirectional"] is True and "cell_clip" not in options["lstm"]
     backbone = load_backbone(f"{output}/options.json", f"{output}/weights.hdf5")

@@ -49,6 +49,10 @@ class ElmoFamily(Family):
                      "epochs": 2, "steps": 3700, "min_count": 2, "shuffle_buffer": 100_000},
     }
 
+    def supervised_predictions(self, recipe, size):
+        # Every word and </S> predicted forward, every word and <S> backward.
+        return 2 * (size["tokens"] + size["sentences"])
+
     def build_language_model(self, recipe, vocabulary_size, replicas=1, dtype=None):
         backbone = ElmoBackbone(recipe.model, stateful=recipe.mode == "stream",
                                 max_batch_size=recipe.batch_size // replicas,

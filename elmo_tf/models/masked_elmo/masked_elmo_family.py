@@ -103,6 +103,20 @@ class MaskedElmoFamily(Family):
     def copies_per_sentence(self, recipe):
         return recipe.family_settings.masks_per_sentence
 
+    def supervised_predictions(self, recipe, size):
+        settings = recipe.family_settings
+        copies = settings.masks_per_sentence
+        tokens = size["tokens"] * copies  # every copy reads its sentence's words
+        # The K copies select disjoint shares of a sentence's words, each the rate of them.
+        masked = size["tokens"] * copies * settings.selection_rate
+        # The first layer's next-token loss predicts as ELMo does, on every copy; the cloze
+        # loss every word of every copy; replaced-token detection labels every word.
+        return (masked
+                + (2 * (tokens + size["sentences"] * copies) if settings.next_token_weight
+                   else 0)
+                + (tokens if settings.cloze_weight else 0)
+                + (tokens if settings.replaced_token_weight else 0))
+
     def training_options(self, recipe):
         return {"masked_lm": dataclasses.asdict(recipe.family_settings)}
 
