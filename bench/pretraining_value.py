@@ -14,8 +14,9 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
 * Equal compute: every model's budgets are minutes of training on this machine, turned into
   steps by the model's own step time, measured first by a short calibration run of its recipe
   (`calibration` in the JSON); each run records its wall and CPU seconds, the tokens it read
-  and the predictions it was supervised on (ELMo: every token twice, forward and backward; the
-  masked LM: the selected tokens, plus every token twice with the next-token loss). Budgets
+  and the predictions it was supervised on (as its family counts them in run.json,
+  `Family.supervised_predictions`: ELMo every token twice, forward and backward; the masked LM
+  the selected tokens, plus its first layer's losses' targets). Budgets
   are nested: one run per model and seed trains to the first budget, its biLM is kept, and the
   same command carries it on to the next (`elmo-tf train` resumes exactly).
 * Each kept biLM: held-out perplexity on all held-out sentences (`elmo-tf evaluate`: ELMo's
@@ -241,7 +242,8 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
                         "train_cpu_seconds": round(cpu + (previous or {}).get(
                             "train_cpu_seconds", 0), 1),
                         "tokens_read": round(tokens * steps), "supervised_predictions":
-                            round(supervised * steps), "heldout": None,
+                            None if supervised is None else round(supervised * steps),
+                        "heldout": None,
                         "bilm_sha256": _weights_digest(kept)}
             save()  # kept and counted before its evaluation, which can be long (a GPU's)
         if out[key]["heldout"] is None:

@@ -186,8 +186,8 @@ def in_multi_worker_mode(strategy):
 
 
 class FitWorkarounds:
-    """Mixin for a `keras.Model` trained with `fit` under distribution strategies (first among
-    the bases). Three Keras behaviours it corrects:
+    """Mixin for a `keras.Model` trained with `fit` (first among the bases). Three Keras
+    behaviours it corrects:
 
     * Keras builds a model symbolically from a data batch when `fit` starts, even a model that
       is built; under a strategy it averages the replicas' batches first, int inputs across
@@ -195,14 +195,26 @@ class FitWorkarounds:
       MirroredStrategy it rebuilt models whose graph parts it took for unbuilt. Here a model
       whose layers and compiled loss and metrics are all built is not built again, and the
       others build from the first replica's batch. Private: `Model._maybe_symbolic_build`.
-    * Without a strategy Keras builds nothing before the first step: the optimizer's slots
-      and the compiled metrics are created while TensorFlow traces the step, which then
-      traces it again (a function that creates variables is traced twice). Here the model,
-      its loss, metrics and optimizer are built first, as under a strategy, and the step is
-      traced once. Private: `Model._symbolic_build`.
+    * Without a strategy Keras builds nothing before the first step: an unbuilt model, the
+      compiled metrics and the optimizer's slots are created while TensorFlow traces the
+      step, which then traces it again (a function that creates variables is traced twice;
+      Keras defers the build there for backward compatibility, `trainer.py`'s
+      `_maybe_symbolic_build`). Here the model and its metrics are built first, as under a
+      strategy, and the optimizer when a training step is made (`evaluate` builds none): the
+      step is traced once. Private: `Model._symbolic_build`.
     * Under multi-worker training Keras reduces the step logs with a mean over axis 0, which
       fails on scalars (keras-team/keras#20585): the logs are given shape `[1]` there.
     """
+
+    def make_train_function(self, force=False):
+        # The optimizer's slots before the training step's first trace (`fit`,
+        # `train_on_batch`; not `evaluate`, which needs none): created in it, TensorFlow
+        # would trace the step twice.
+        if getattr(self, "optimizer", None) is not None and not self.optimizer.built \
+                and all(layer.built for layer in self._flatten_layers()):
+            with self.distribute_strategy.scope():
+                self.optimizer.build(self.trainable_variables)
+        return super().make_train_function(force)
 
     def train_step(self, data):
         return _multi_worker_logs(super().train_step(data))
@@ -211,18 +223,21 @@ class FitWorkarounds:
         return _multi_worker_logs(super().test_step(data))
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        layers_built = all(layer.built for layer in self._flatten_layers())
         compiled = [getattr(self, name, None) for name in ("_compile_metrics", "_compile_loss")]
-        if all(layer.built for layer in self._flatten_layers()) \
-                and all(c is None or c.built for c in compiled):
+        if layers_built and all(c is None or c.built for c in compiled):
             iterator = data_batch = None
         if getattr(self, "_distribute_strategy", None) is None:
-            # Without a strategy Keras leaves the optimizer's slots and the compiled metrics
-            # to the first trace of the step, and TensorFlow traces a function that creates
-            # variables twice: every first `fit` / `train_on_batch` step was traced twice.
-            # Built here, as under a strategy, it is traced once.
-            self._symbolic_build(iterator=iterator, data_batch=data_batch)
+            # Without a strategy Keras builds nothing before the step's first trace, and
+            # TensorFlow traces a function that creates variables twice. A model or compiled
+            # metrics not yet built are built here, as under a strategy (a compiled loss of
+            # one output, as every model here has, creates none; the optimizer:
+            # `make_train_function`).
+            metrics = getattr(self, "_compile_metrics", None)
+            if not layers_built or (metrics is not None and not metrics.built):
+                self._symbolic_build(iterator=iterator, data_batch=data_batch)
             return
-        if iterator is not None and getattr(self, "_distribute_strategy", None) is not None:
+        if iterator is not None:
             # Keras averages the replicas' batches into one to build from, which fails on
             # strings (a task model's raw text); any replica's batch has the shapes: the first.
             # (Keras resets the iterator after the build: no batch is lost.)

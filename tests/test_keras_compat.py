@@ -12,7 +12,7 @@ from elmo_tf.keras_compat import check_versions
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "elmo_tf"
 PRIVATE = re.compile(r"\bkeras\.src\b|\btensorflow\.(python|core)\b|\btf\.__internal__\b|"
-                     r"\._(flatten_layers|track_variable|convert_input_args|maybe_symbolic_build|symbolic_build|"
+                     r"\._(flatten_layers|track_variable|convert_input_args|(maybe_)?symbolic_build|"
                      r"in_multi_worker_mode|clip_gradients|backend_update_step|save_state)\b")
 
 

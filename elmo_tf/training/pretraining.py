@@ -164,9 +164,9 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     tokens_per_step = size["tokens"] * recipe.family.copies_per_sentence(recipe) / steps_per_epoch
     supervised = recipe.family.supervised_predictions(recipe, size)
     record = {"settings": settings, "corpus_size": size, "steps_per_epoch": steps_per_epoch,
-              "tokens_per_step": round(tokens_per_step, 3),
+              "tokens_per_step": round(tokens_per_step, 6),
               "supervised_predictions_per_step": None if supervised is None else round(
-                  supervised / steps_per_epoch, 3),
+                  supervised / steps_per_epoch, 6),
               "best_perplexity": best, "xla": xla, "xla_compiled": compiled}
     if minutes is not None:
         record.update(minutes=minutes,
