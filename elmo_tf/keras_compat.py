@@ -235,7 +235,12 @@ class FitWorkarounds:
             # `make_train_function`).
             metrics = getattr(self, "_compile_metrics", None)
             if not layers_built or (metrics is not None and not metrics.built):
-                self._symbolic_build(iterator=iterator, data_batch=data_batch)
+                # Keras's build makes the optimizer's slots too: not for an evaluation.
+                optimizer, self.optimizer = getattr(self, "optimizer", None), None
+                try:
+                    self._symbolic_build(iterator=iterator, data_batch=data_batch)
+                finally:
+                    self.optimizer = optimizer
             return
         if iterator is not None:
             # Keras averages the replicas' batches into one to build from, which fails on
