@@ -211,7 +211,7 @@ class FitWorkarounds:
         # `train_on_batch`; not `evaluate`, which needs none): created in it, TensorFlow
         # would trace the step twice.
         if getattr(self, "optimizer", None) is not None and not self.optimizer.built \
-                and all(layer.built for layer in self._flatten_layers()):
+                and self._layers_built():
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
         return super().make_train_function(force)
@@ -222,8 +222,11 @@ class FitWorkarounds:
     def test_step(self, data):
         return _multi_worker_logs(super().test_step(data))
 
+    def _layers_built(self):
+        return all(layer.built for layer in self._flatten_layers())
+
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        layers_built = all(layer.built for layer in self._flatten_layers())
+        layers_built = self._layers_built()
         compiled = [getattr(self, name, None) for name in ("_compile_metrics", "_compile_loss")]
         if layers_built and all(c is None or c.built for c in compiled):
             iterator = data_batch = None
