@@ -14,6 +14,10 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   unselected rows weighted 0). Tokens/s count every real token of a batch once. The models
   alternate, step by step, so that machine noise hits all; medians of the repeats and their
   ratios.
+* `speed_xla`: the same with every model's training step compiled by XLA (`compile(xla=True)`,
+  as on a GPU by default): static shapes, so the selected positions are sorted first and
+  scored in as many of 8 equal chunks as they fill (`map_leading_rows`), against every
+  position scored.
 * ablation of mask accumulation: `tiny_masked` trained on the built-in generated corpus for the
   same number of steps and rows (equal recurrent compute) with masks_per_sentence K = 1, 2, 4,
   two seeds each; the held-out masked-LM perplexity on one fixed masking (seed 0) of 500
@@ -90,16 +94,16 @@ def optimizer():
     return SparseAdagrad(0.2, initial_accumulator_value=1.0, global_clipnorm=10.0)
 
 
-def elmo_model():
+def elmo_model(xla=False):
     config = ElmoConfig(lstm_dim=512, cell_clip=3.0, proj_clip=3.0, **ENCODER)
     model = ElmoLanguageModel(ElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES)
-    model.compile(optimizer=optimizer())
+    model.compile(optimizer=optimizer(), xla=xla)
     return model
 
 
 class EveryRowMaskedElmo(MaskedElmoLanguageModel):
     """The masked LM's softmax as before issue 38: every position scored, those without a
-    target weighted 0 (what `selected_nll` still does under XLA)."""
+    target weighted 0 (as `selected_nll` did under XLA before its leading-rows chunks)."""
 
     def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None):
         if drawable is not None:  # the replaced-token detection's draws: as the package's
@@ -108,10 +112,10 @@ class EveryRowMaskedElmo(MaskedElmoLanguageModel):
         return tf.reduce_sum(nll), tf.reduce_sum(tf.cast(valid, tf.float32))
 
 
-def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, **cell):
+def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, xla=False, **cell):
     config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **cell})
     model = model_class(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES)
-    model.compile(optimizer=optimizer())
+    model.compile(optimizer=optimizer(), xla=xla)
     return model
 
 
@@ -153,9 +157,9 @@ def batches(rng, rate=0.15):
     return elmo, ({"char_ids": inner}, {"targets": targets.astype("int32")}), int(lengths.sum())
 
 
-def speed(repeats, steps, rates=(0.15, 0.4)):
+def speed(repeats, steps, rates=(0.15, 0.4), xla=False):
     keras.utils.set_random_seed(0)
-    elmo = elmo_model()
+    elmo = elmo_model(xla)
     target = backbone_parameters(elmo)
     # Masked ELMo's C with the nearest backbone parameter count.
     sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
@@ -167,10 +171,12 @@ def speed(repeats, steps, rates=(0.15, 0.4)):
         selected[f"{rate:.0%}"] = int((masked_batch[1]["targets"] >= 0).sum())
         for name, model_class in (("masked_elmo", MaskedElmoLanguageModel),
                                   ("masked_elmo_every_row", EveryRowMaskedElmo)):
-            runs[f"{name} {rate:.0%}"] = (masked_model(lstm_dim, model_class), masked_batch)
+            runs[f"{name} {rate:.0%}"] = (masked_model(lstm_dim, model_class, xla),
+                                          masked_batch)
     times = alternated_step_seconds(runs, repeats, steps)
     median = {k: float(np.median(v)) for k, v in times.items()}
-    return {"batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
+    return {"xla": xla,
+            "batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
             "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
             "elmo": {"lstm_dim": 512, "backbone_parameters": target},
             "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": sizes[lstm_dim]},
@@ -382,7 +388,7 @@ def no_projection_size(target, parameters, high):
     return size, parameters(size)
 
 
-PARTS = ["speed", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed", "cell_loss",
+PARTS = ["speed", "speed_xla", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed", "cell_loss",
          "selection_rate"]
 # `tiny_masked`'s selection rate, chosen by measurement (issue 38): BERT's 15 %, the larger
 # recipes' 40 % and between; the step count of the run the issue reported (1,500 steps on a
@@ -514,9 +520,10 @@ def main():
             "quick": args.quick, "command": " ".join(["python"] + sys.argv),
             "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
             "machine": machine(), "versions": versions()}
-        if part == "speed":
-            report["speed"] = speed(repeats=2 if args.quick else 5, steps=2 if args.quick else 5)
-            print(json.dumps({k: report["speed"][k] for k in (
+        if part in ("speed", "speed_xla"):
+            report[part] = speed(repeats=2 if args.quick else 5, steps=2 if args.quick else 5,
+                                 xla=part == "speed_xla")
+            print(json.dumps({k: report[part][k] for k in (
                 "tokens_per_second", "masked_over_elmo", "every_row_over_selected")}),
                 flush=True)
         elif part == "mask_accumulation":

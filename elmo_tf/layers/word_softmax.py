@@ -37,6 +37,9 @@ class WordSoftmax(keras.layers.Layer):
             (`draw_seed`: calls given the same seed share their candidates).
         columns: `(start, stop)`: score against those columns of the kernel only, as rows
             `outputs` padded with zeros to `[n, P]` would be, without the zeros' work.
+        count: int32 scalar: only the first `count` rows need a score, the others' NLLs are
+            0: with static shapes (XLA), the work follows `count` rather than n (a loss on a
+            few positions, sorted first; `elmo_tf.ops.softmax.LEADING_ROW_CHUNKS`).
 
     Example:
     >>> softmax = WordSoftmax(vocabulary_size=50_000, num_negatives=8192)
@@ -69,13 +72,13 @@ class WordSoftmax(keras.layers.Layer):
         self.bias = self.add_weight(name="softmax_bias", shape=(self.vocabulary_size,),
                                     dtype="float32", initializer="zeros")
 
-    def call(self, outputs, targets, training=False, seed=None, columns=None):
+    def call(self, outputs, targets, training=False, seed=None, columns=None, count=None):
         outputs = tf.cast(outputs, tf.float32)
         if training and self.samples:
             seed = self.draw_seed() if seed is None else seed
             return sampled_softmax_nll(self.kernel, self.bias, outputs, targets,
-                                       self.num_negatives, seed, columns)
-        return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns)
+                                       self.num_negatives, seed, columns, count)
+        return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns, count)
 
     def nll_and_samples(self, outputs, targets, training=False, seed=None, drawable=None):
         """Each row's NLL (as `call`) and a word drawn from the row's full softmax: a

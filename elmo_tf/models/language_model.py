@@ -83,15 +83,26 @@ class LanguageModel(Task, keras.Model):
         """`(sum of NLLs, count)` of the rows of `outputs` `[n, width]` that have a target
         (`targets` `[n]`: word ids, -1 where there is nothing to predict): only those rows are
         gathered and scored, so that a loss over a few positions (the masked LM's) pays for
-        those only. Under XLA (`self.xla`), which compiles static shapes, every row is scored
-        and those without a target weigh 0: the same sums. `seed`, `columns`: `WordSoftmax`'s.
+        those only. Under XLA (`self.xla`), which compiles static shapes, the rows with a
+        target are sorted first and scored in equal chunks, as many as they fill
+        (`WordSoftmax`'s `count`): the same sums, for at most an eighth of the rows more.
+        `seed`, `columns`: `WordSoftmax`'s.
 
         With `drawable` (bool `[V]`: the words that may be drawn), each of those rows also
         draws a word from its full softmax (`WordSoftmax.nll_and_samples`: a generator's
-        samples): `(sum, count, drawn)`, `drawn` int32 `[n]`, -1 at the rows without a target.
+        samples): `(sum, count, drawn)`, `drawn` int32 `[n]`, -1 at the rows without a target;
+        under XLA every row is then scored, and those without a target weigh 0.
         """
         targets = tf.cast(targets, tf.int32)
         selected = targets >= 0
+        if self.xla and drawable is None:
+            count = tf.reduce_sum(tf.cast(selected, tf.int32))
+            order = tf.argsort(tf.cast(~selected, tf.int32), stable=True)  # selected first
+            nll = self.softmax(tf.gather(outputs, order),
+                               tf.gather(tf.maximum(targets, 0), order), training=training,
+                               seed=seed, columns=columns, count=count)
+            leading = tf.range(tf.size(targets)) < count
+            return tf.reduce_sum(tf.where(leading, nll, 0.0)), tf.cast(count, tf.float32)
         if self.xla:
             rows, row_targets = outputs, tf.maximum(targets, 0)
         else:

@@ -1,6 +1,6 @@
 """Bounding work by shape: running a function over the first axis of a tensor a bounded number
-of rows at a time, the device type that decides how many, and the shape buckets XLA compiles
-for."""
+of rows at a time (or over its leading rows only), the device type that decides how many, and
+the shape buckets XLA compiles for."""
 
 import tensorflow as tf
 
@@ -47,6 +47,49 @@ def map_in_chunks(fn, x, max_rows, fn_output_signature):
     out = tf.map_fn(fn, chunks, parallel_iterations=1, fn_output_signature=fn_output_signature)
     return tf.nest.map_structure(
         lambda v: tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))[:n], out)
+
+
+def map_leading_rows(fn, x, count, chunks):
+    """`fn` over the first `count` rows of `x`, with static shapes: the rows in `chunks` equal
+    chunks, and only the chunks that hold one of the first `count` rows computed.
+
+    Under XLA, which compiles static shapes, this makes the work follow `count` (a number
+    known when the step runs: the masked LM's selected positions) rather than the rows: a loop
+    of as many equal chunks as `count` needs, at most `chunks` (a static bound, which XLA's
+    gradient of a loop needs), so at most one chunk's rows more than `count`.
+
+    Args:
+        fn: maps a structure like `x` of `[rows, ...]` tensors to float32 `[rows]`.
+        x: a structure of tensors with the same first axis, of n rows.
+        count: int32 scalar, at most n.
+        chunks: Python int, the number of equal chunks the rows are split into (the last
+            padded with zeros, which `fn` must accept).
+
+    Returns:
+        float32 `[n]`: `fn`'s values on the rows of the computed chunks, 0 on the others.
+
+    Example:
+    >>> map_leading_rows(lambda t: tf.cast(t, tf.float32) * 2, tf.range(6), 3, chunks=3)
+    <tf.Tensor: shape=(6,), dtype=float32, numpy=array([0., 2., 4., 6., 0., 0.], dtype=float32)>
+    """
+    n = tf.shape(tf.nest.flatten(x)[0])[0]
+    rows = tf.maximum((n + chunks - 1) // chunks, 1)
+
+    def split(t):
+        padding = tf.concat([[[0, chunks * rows - n]], tf.zeros([tf.rank(t) - 1, 2], tf.int32)],
+                            0)
+        return tf.reshape(tf.pad(t, padding), tf.concat([[chunks, rows], tf.shape(t)[1:]], 0))
+
+    parts = tf.nest.map_structure(split, x)
+    needed = (tf.cast(count, tf.int32) + rows - 1) // rows
+
+    def body(i, out):
+        values = fn(tf.nest.map_structure(lambda part: part[i], parts))
+        return i + 1, tf.tensor_scatter_nd_update(out, [[i]], values[None])
+
+    _, out = tf.while_loop(lambda i, _: i < needed, body,
+                           (tf.constant(0), tf.zeros([chunks, rows])), maximum_iterations=chunks)
+    return tf.reshape(out, [-1])[:n]
 
 
 def shape_bucket(size):

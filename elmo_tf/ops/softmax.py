@@ -20,10 +20,13 @@ import tensorflow as tf
 
 from elmo_tf.ops.random import stateless_uniform
 
-from elmo_tf.ops.chunking import map_in_chunks
+from elmo_tf.ops.chunking import map_in_chunks, map_leading_rows
 
 # The full softmax's logits are computed this many entries at a time at most (256 MB in float32).
 MAX_LOGITS_PER_CHUNK = 1 << 26
+# With `count`, the rows are scored in this many equal chunks, as many as the first `count`
+# rows fill (`map_leading_rows`): at most an eighth of the rows scored beyond `count`.
+LEADING_ROW_CHUNKS = 8
 
 
 def log_uniform_probabilities(ids, range_max):
@@ -99,7 +102,8 @@ def log_uniform_candidates(true_ids, num_sampled, range_max, seed):
             tf.stop_gradient(expected(sampled)))
 
 
-def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, columns=None):
+def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, columns=None,
+                        count=None):
     """Per-row NLL of the sampled softmax, as `tf.nn.sampled_softmax_loss` computes it.
 
     One set of `num_sampled` log-uniform candidates serves every row; logits are corrected by
@@ -114,6 +118,9 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, colum
         seed: int32 `[2]` for `log_uniform_candidates`.
         columns: `(start, stop)`: the kernel's columns the rows are scored against (`outputs`
             `[n, stop - start]`); all of them when None.
+        count: int32 scalar: only the first `count` rows need a score (static shapes: those
+            rows' chunks are scored, `map_leading_rows`, and the other rows' NLLs are 0);
+            every row when None.
 
     Returns:
         float32 `[n]`.
@@ -128,21 +135,29 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, colum
     if columns is not None:  # sliced after the lookup: the gradient stays row-sparse
         weights = weights[:, columns[0]:columns[1]]
     biases = tf.gather(bias, ids)
-    true_logits = (tf.reduce_sum(outputs * weights[:n], axis=1) + biases[:n]
-                   - tf.math.log(true_expected))
-    sampled_logits = (tf.matmul(outputs, weights[n:], transpose_b=True) + biases[n:]
-                      - tf.math.log(sampled_expected))
-    hits = tf.equal(targets[:, None], sampled[None, :])
-    # TF adds -FLT_MAX to an accidental hit's logit; its softmax weight is exactly 0 either way.
-    sampled_logits = tf.where(hits, tf.float32.min, sampled_logits)
-    logits = tf.concat([true_logits[:, None], sampled_logits], 1)
-    return tf.reduce_logsumexp(logits, axis=1) - true_logits
+    sampled_biases = biases[n:] - tf.math.log(sampled_expected)
+
+    def nll(rows):
+        row_outputs, true_weights, true_biases, row_targets = rows
+        true_logits = tf.reduce_sum(row_outputs * true_weights, axis=1) + true_biases
+        sampled_logits = (tf.matmul(row_outputs, weights[n:], transpose_b=True)
+                          + sampled_biases)
+        hits = tf.equal(row_targets[:, None], sampled[None, :])
+        # TF adds -FLT_MAX to an accidental hit's logit; its softmax weight is exactly 0 either
+        # way.
+        sampled_logits = tf.where(hits, tf.float32.min, sampled_logits)
+        logits = tf.concat([true_logits[:, None], sampled_logits], 1)
+        return tf.reduce_logsumexp(logits, axis=1) - true_logits
+
+    rows = (outputs, weights[:n], biases[:n] - tf.math.log(true_expected), targets)
+    return nll(rows) if count is None else map_leading_rows(nll, rows, count,
+                                                            LEADING_ROW_CHUNKS)
 
 
-def full_softmax_nll(kernel, bias, outputs, targets, columns=None):
+def full_softmax_nll(kernel, bias, outputs, targets, columns=None, count=None):
     """Per-row NLL of the full softmax; `outputs` `[n, P]`, `targets` int `[n]` (`columns`:
-    `(start, stop)`, the kernel's columns the rows are scored against, as in
-    `sampled_softmax_nll`).
+    `(start, stop)`, the kernel's columns the rows are scored against, and `count`, the
+    leading rows that need a score, as in `sampled_softmax_nll`).
 
     Logits are computed a bounded number of rows at a time (`MAX_LOGITS_PER_CHUNK` entries), so
     a released-size vocabulary (793k words) does not need `n x V` floats at once.
@@ -157,4 +172,9 @@ def full_softmax_nll(kernel, bias, outputs, targets, columns=None):
 
     rows = tf.concat([outputs, tf.cast(targets, tf.float32)[:, None]], 1)  # ids < 2**24
     max_rows = max(1, MAX_LOGITS_PER_CHUNK // kernel.shape[0])
-    return map_in_chunks(nll, rows, max_rows, tf.TensorSpec([None], tf.float32))
+
+    def bounded(chunk):
+        return map_in_chunks(nll, chunk, max_rows, tf.TensorSpec([None], tf.float32))
+
+    return bounded(rows) if count is None else map_leading_rows(bounded, rows, count,
+                                                                LEADING_ROW_CHUNKS)

@@ -308,16 +308,26 @@ def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus,
     scored = []
     call = model.softmax.call
     monkeypatch.setattr(model.softmax, "call", lambda outputs, targets, **kwargs: (
-        scored.append(tuple(outputs.shape)) or call(outputs, targets, **kwargs)))
+        scored.append((tuple(outputs.shape), kwargs.get("count"))) or
+        call(outputs, targets, **kwargs)))
     loss = float(model.compute_loss(y=y, y_pred=y_pred, training=True))
     width = model.backbone.output_dim
     counts = {name: int((y[name].numpy() >= 0).sum()) for name in y}
-    assert scored == [(counts["targets"], width), (counts["forward_targets"], width // 2),
-                      (counts["backward_targets"], width // 2)]
+    assert scored == [((counts["targets"], width), None),
+                      ((counts["forward_targets"], width // 2), None),
+                      ((counts["backward_targets"], width // 2), None)]
     assert counts["targets"] < 0.6 * y["targets"].numpy().size  # rows saved
-    model.xla = True  # static shapes: every row scored, unselected ones weighted 0
+    # Static shapes (XLA): every row passed, the ones with a target first, and `count` of
+    # them scored (`map_leading_rows`, tested in tests/ops/test_chunking.py).
+    model.xla = True
+    scored.clear()
     assert float(model.compute_loss(y=y, y_pred=y_pred, training=True)) == pytest.approx(
         loss, rel=1e-5)
+    size = {name: y[name].numpy().size for name in y}
+    assert [(shape, int(count)) for shape, count in scored] == [
+        ((size["targets"], width), counts["targets"]),
+        ((size["forward_targets"], width // 2), counts["forward_targets"]),
+        ((size["backward_targets"], width // 2), counts["backward_targets"])]
     monkeypatch.undo()
 
     def every_row(rows, targets):  # all positions, full width, the same candidates
@@ -334,6 +344,35 @@ def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus,
                                + every_row(tf.concat([zeros, first[..., half:]], -1),
                                            y["backward_targets"]) / counts["backward_targets"]))
     assert loss == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_compiled_with_xla_the_selected_rows_give_the_same_loss_and_gradients(corpus, training):
+    """Under XLA (static shapes) the selected rows are sorted first and scored in as many of
+    `LEADING_ROW_CHUNKS` equal chunks as they fill, not every position: compiled, the loss
+    (training's sampled softmax, and evaluation's full one) and every gradient are those of
+    the uncompiled model, which gathers the selected rows."""
+    sentences, vocabulary = corpus
+    model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=16,
+                                    next_token_weight=0.5)
+    x, y = next(iter(_dataset(sentences[:16], vocabulary, batch_size=16, rate=0.4,
+                              repeat=False, next_token_targets=True)))
+    seed = tf.constant([5, 6])
+    model.softmax.draw_seed = lambda: seed
+
+    def loss_and_gradients():
+        with tf.GradientTape() as tape:
+            loss = model.compute_loss(y=y, y_pred=model(x, training=False), training=training)
+        return loss, tape.gradient(loss, model.trainable_variables)
+
+    loss, gradients = loss_and_gradients()
+    model.xla = True
+    compiled_loss, compiled_gradients = tf.function(loss_and_gradients, jit_compile=True)()
+    assert float(compiled_loss) == pytest.approx(float(loss), rel=1e-5)
+    for variable, expected, got in zip(model.trainable_variables, gradients,
+                                       compiled_gradients):
+        np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(expected),
+                                   rtol=1e-4, atol=1e-6, err_msg=variable.path)
 
 
 def test_the_next_token_loss_trains_in_fit_and_evaluates_on_masked_batches(corpus):
