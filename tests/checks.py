@@ -22,9 +22,15 @@ def run_backbone_test(make_backbone, tmp_path):
     weights every time; `dtype` among the kwargs): its outputs (shapes, dtypes, zeros at
     padding, the mask), statelessness, empty inputs, clear errors for bad char ids, `embed`
     and XLA equal to the eager call, a training step that compiles with XLA, the dtype policy,
-    the config round trip and the `.keras` file, and the mask reaching `ElmoEmbedding`."""
+    the config round trip and the `.keras` file, and the mask reaching `ElmoEmbedding`. Any
+    family's: the char ids are the backbone's `max_characters_per_token` wide."""
     backbone = make_backbone()
-    ids = tokens_to_char_ids(SENTENCES)
+    chars = backbone.max_characters_per_token
+
+    def char_ids(sentences):
+        return tokens_to_char_ids(sentences, chars)
+
+    ids = char_ids(SENTENCES)
     out = backbone(ids)
     batch, time = 4, 7
     layers, width = backbone.num_layers, backbone.output_dim
@@ -40,30 +46,34 @@ def run_backbone_test(make_backbone, tmp_path):
     assert not out["layers"].numpy()[~mask[:, None, :].repeat(layers, 1)].any()  # padding: 0
 
     # Stateless: a sentence gets the same vectors whatever else is in its batch.
-    alone = backbone(tokens_to_char_ids([SENTENCES[0]]))["layers"].numpy()[0]
-    batched = backbone(tokens_to_char_ids(SENTENCES[::-1]))["layers"].numpy()[3]
+    alone = backbone(char_ids([SENTENCES[0]]))["layers"].numpy()[0]
+    batched = backbone(char_ids(SENTENCES[::-1]))["layers"].numpy()[3]
     np.testing.assert_allclose(batched, alone, atol=1e-5)  # matmul blocking depends on batch
 
     # Empty batches and sentences.
-    assert backbone(tokens_to_char_ids([]))["layers"].shape == (0, layers, 0, width)
-    assert backbone(tokens_to_char_ids([[], []]))["mask"].shape == (2, 0)
-    assert backbone.embed(tf.zeros([0, 4, 50], tf.int32))["layers"].shape == (0, layers, 4, width)
+    assert backbone(char_ids([]))["layers"].shape == (0, layers, 0, width)
+    assert backbone(char_ids([[], []]))["mask"].shape == (2, 0)
+    assert backbone.embed(tf.zeros([0, 4, chars], tf.int32))["layers"].shape == (
+        0, layers, 4, width)
 
     # Bad char ids: clear errors, the same through `embed`; int64 ids are fine.
     for bad, error, match in (
-            (tf.zeros([2, 3], tf.int32), ValueError, r"\[batch, time, 50\]; got shape \[2, 3\]"),
-            (tf.zeros([2, 3, 40], tf.int32), ValueError, r"got shape \[2, 3, 40\]"),
-            (tf.zeros([2, 3, 50], tf.float32), TypeError, "got dtype float32"),
+            (tf.zeros([2, 3], tf.int32), ValueError,
+             rf"\[batch, time, {chars}\]; got shape \[2, 3\]"),
+            (tf.zeros([2, 3, chars + 3], tf.int32), ValueError,
+             rf"got shape \[2, 3, {chars + 3}\]"),
+            (tf.zeros([2, 3, chars], tf.float32), TypeError, "got dtype float32"),
             (tf.constant([["a", "b"]]), TypeError, "got dtype string.*tokens_to_char_ids"),
-            (np.full([1, 2, 50], 300), ValueError, r"ids in \[0, 261\].*got ids from 300 to 300")):
+            (np.full([1, 2, chars], 300), ValueError,
+             r"ids in \[0, 261\].*got ids from 300 to 300")):
         with pytest.raises(error, match=match):
             backbone(bad)
     with pytest.raises(ValueError, match="got ids from -5 to -5"):
-        backbone.embed(np.full([1, 2, 50], -5))
+        backbone.embed(np.full([1, 2, chars], -5))
     with pytest.raises(tf.errors.InvalidArgumentError, match="right-padded"):
-        backbone(tokens_to_char_ids([["a", "", "b"]]))
+        backbone(char_ids([["a", "", "b"]]))
     with pytest.raises(ValueError, match="right-padded: row 1 has padding"):
-        backbone.embed(tokens_to_char_ids([["a", "b"], ["", "b"]]))
+        backbone.embed(char_ids([["a", "b"], ["", "b"]]))
     np.testing.assert_array_equal(backbone(tf.cast(ids, tf.int64))["layers"], out["layers"])
 
     # `embed` (one cached graph for every shape) and XLA give the eager outputs.

@@ -5,6 +5,7 @@ elmo_tf/training, elmo_tf/export or elmo_tf/cli.py that names it."""
 import json
 
 import h5py
+import keras
 import keras_hub
 import numpy as np
 import pytest
@@ -14,7 +15,9 @@ from elmo_tf import cli
 from elmo_tf.models import family
 from elmo_tf.models.backbone import Backbone
 from elmo_tf.recipes import Recipe
+from tests.checks import run_backbone_test
 from tests.toy_family import ToyFamily
+from tests.toy_family.toy_backbone import ToyBackbone, ToyConfig
 
 WORDS = ["the", "cat", "dog", "sees", "runs", "a", "bird", "sings"]
 
@@ -76,6 +79,17 @@ def test_a_third_family_trains_evaluates_dumps_and_exports_through_the_cli(
         default=tf.constant(["the cat sees a bird"]))
     assert served["lstm_outputs1"].shape == (1, 5, 16)
     np.testing.assert_allclose(served["lstm_outputs1"][0], dumped[1], atol=1e-6)
+
+
+def test_the_toy_backbone_keeps_the_backbone_contract(tmp_path):
+    """`run_backbone_test` takes any family's backbone: the toy's tokens are 20 characters
+    wide, not ELMo's 50."""
+    def make_backbone(**kwargs):
+        keras.utils.set_random_seed(0)
+        return ToyBackbone(ToyConfig.from_architecture("toy_tiny"), **kwargs)
+
+    assert make_backbone().max_characters_per_token == 20
+    run_backbone_test(make_backbone, tmp_path)
 
 
 def test_a_family_owns_its_hyper_parameters(toy_family, tmp_path):

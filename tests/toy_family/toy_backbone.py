@@ -136,4 +136,8 @@ class ToyBackbone(Backbone):
             config.to_options_json(options_file)
 
     def get_config(self):
-        return {"name": self.name, "trainable": self.trainable, "config": self.config.to_dict()}
+        # The layers' policy: what `dtype` gave them, whatever the model's own.
+        return {"name": self.name, "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(
+                    self.get_layer("running_means").dtype_policy),
+                "config": self.config.to_dict()}
