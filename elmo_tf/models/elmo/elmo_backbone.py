@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.projected_lstm import removed_implementation
-from elmo_tf.models.elmo.char_lstm_backbone import CharLSTMBackbone
+from elmo_tf.models.char_lstm_backbone import CharLSTMBackbone
 from elmo_tf.ops.padding import char_ids_mask
 
 

@@ -4,7 +4,7 @@ model that keeps the `Backbone` contract."""
 import keras
 
 from elmo_tf.layers.bilstm_stack import BiLSTMStack
-from elmo_tf.models.elmo.char_lstm_backbone import CharLSTMBackbone
+from elmo_tf.models.char_lstm_backbone import CharLSTMBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.masked_elmo.masked_elmo_config import MaskedElmoConfig
 from elmo_tf.ops.padding import char_ids_mask
