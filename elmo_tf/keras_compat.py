@@ -18,6 +18,7 @@ from keras.src.saving import saving_lib
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.framework import kernels
+from tensorflow.python.ops import control_flow_util
 
 # The minor versions these hooks were written and tested against.
 KERAS_VERSIONS = ("3.15",)
@@ -393,6 +394,17 @@ def kernel_device_types(op):
 
 
 # --- TensorFlow runtime ----------------------------------------------------------------------
+
+def in_xla_compilation():
+    """Whether the graph being traced is compiled by XLA: a `tf.function(jit_compile=True)`
+    (Keras's `jit_compile`, `CompiledStep`'s per-replica step), or a loop or function inside
+    one.
+
+    Private: `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext`; there is no
+    public way to ask while tracing (no upstream issue found)."""
+    return (not tf.executing_eagerly()
+            and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
 
 def eager_device_scope():
     """The device name of the innermost `tf.device` scope around an eager call (`""` outside

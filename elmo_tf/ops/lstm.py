@@ -6,6 +6,8 @@ gradients included.
 
 import tensorflow as tf
 
+from elmo_tf.keras_compat import in_xla_compilation
+
 
 def zero_state(batch, projection_dim, units):
     """Float32 zeros `(h [batch, P], c [batch, C])`."""
@@ -18,6 +20,8 @@ def zero_state(batch, projection_dim, units):
 # bound (None): one matmul for all steps and no branch in the loop (XLA runs a branch by reading
 # its predicate back to the host), much faster; the cost is the gates of every step at once, 4C
 # floats per token and direction. Figures: docs/benchmarks.md, "The LSTM's gate chunks".
+# Under XLA, on any device, no bound either: XLA differentiates the chunks' branch inside the
+# loop wrongly (the input kernels' and inputs' gradients; `exact_recurrence`).
 GATE_ROWS_PER_CHUNK = {"CPU": 384, "GPU": None}
 
 
@@ -38,13 +42,18 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         initial_h, initial_c: per direction, float32 `[batch, P]`, `[batch, C]`.
         cell_clip, proj_clip: Python floats or None.
         gate_rows: the most rows (steps x batch) of gate inputs one matmul computes; None: all
-            steps at once, with no branch in the loop.
+            steps at once, with no branch in the loop. Ignored (None) when XLA compiles the
+            loop: its gradient of the branch that computes a chunk's gates inside the loop is
+            wrong (the input kernels' and the inputs'; up to 2x off, against finite
+            differences, tested), where the gradient without the branch is right.
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,
         float32 `[batch, P]` and `[batch, C]`.
     """
     dtype = inputs[0].dtype
+    if in_xla_compilation():
+        gate_rows = None
     time, batch = tf.shape(inputs[0])[0], tf.shape(inputs[0])[1]
     # With no time steps, one masked no-op step still runs, so that the outputs can be stacked
     # without a branch (XLA needs static shapes, and a branch's output shape is not).

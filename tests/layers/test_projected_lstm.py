@@ -220,6 +220,39 @@ def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
 
+def test_two_directions_in_chunks_differentiate_under_xla_as_without_it():
+    """Two directions in one loop (a biLM layer's), the gates in chunks (the CPU's bound):
+    XLA's gradient of the branch that computes a chunk inside the loop is wrong (up to 2x off
+    for the input kernels: `fit --xla on` on a CPU trained worse), so under XLA the gates come
+    all at once; the gradients then equal the plain graph's (which match finite differences:
+    `test_gradient_matches_finite_differences`), at every length."""
+    rng = np.random.default_rng(13)
+    layers = [_layer(seed=s) for s in (21, 22)]
+    for layer in layers:
+        for v in layer.weights:
+            v.assign(v * 0.3)
+    kernels = [layer.input_kernel.value for layer in layers]
+
+    def gradients(x, lengths):
+        with tf.GradientTape() as tape:
+            tape.watch(kernels)
+            outputs, _, _ = exact_recurrence(
+                [x, tf.reverse(x, [0])], kernels, [layer.bias.value for layer in layers],
+                [layer.recurrent_kernel.value for layer in layers],
+                [layer.projection_kernel.value for layer in layers], lengths,
+                [tf.zeros([6, P])] * 2, [tf.zeros([6, C])] * 2, 0.8, 0.5, gate_rows=12)
+            loss = tf.reduce_sum(outputs[0] ** 2) + tf.reduce_sum(outputs[1] * 0.5)
+        return tape.gradient(loss, kernels)
+
+    for time in (4, 6, 8, 12):  # 2 steps of 6 rows per chunk
+        x = tf.constant(rng.standard_normal((time, 6, IN)), tf.float32)
+        lengths = tf.constant(rng.integers(time - 3, time + 1, 6), tf.int32)
+        plain = tf.function(gradients)(x, lengths)
+        compiled = tf.function(gradients, jit_compile=True)(x, lengths)
+        for a, b in zip(compiled, plain):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"time {time}")
+
+
 def _op_types(graph):
     types = {op.type for op in graph.get_operations()}
     for function in graph._functions.values():
