@@ -105,7 +105,8 @@ class EveryRowMaskedElmo(MaskedElmoLanguageModel):
     """The masked LM's softmax as before issue 38: every position scored, those without a
     target weighted 0 (as `selected_nll` did under XLA before its leading-rows chunks)."""
 
-    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None):
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None,
+                     sparse=True):
         if drawable is not None:  # the replaced-token detection's draws: as the package's
             return super().selected_nll(outputs, targets, training, seed, columns, drawable)
         nll, valid = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
@@ -388,8 +389,8 @@ def no_projection_size(target, parameters, high):
     return size, parameters(size)
 
 
-PARTS = ["speed", "speed_xla", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed", "cell_loss",
-         "selection_rate"]
+PARTS = ["speed", "speed_xla", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed",
+         "cell_loss", "selection_rate"]
 # `tiny_masked`'s selection rate, chosen by measurement (issue 38): BERT's 15 %, the larger
 # recipes' 40 % and between; the step count of the run the issue reported (1,500 steps on a
 # real corpus of 0.87 M words: 40 % scored 332, 15 % 276).

@@ -15,9 +15,9 @@ def use_xla(mode, strategy=None, amx_cpus=False):
     on when the replicas are GPUs (with or without a strategy; `strategy`: the one in scope by
     default); on CPU replicas only with `amx_cpus`, on a CPU with AMX (`cpu_has_amx`), where
     the caller's step was measured faster (pre-training: 1.56x on a 2-core Xeon with AMX;
-    fine-tuning: 0.45x on an AMD EPYC without: `docs/benchmarks.md`). Pre-training on that
-    EPYC is now faster with XLA too (1.35x for `elmo_cpu`), once XLA's wrong LSTM gradient
-    on CPUs was fixed; whether `auto` turns it on there is still open.
+    fine-tuning: 0.45x on an AMD EPYC without: `docs/benchmarks.md`). Pre-training on an
+    EPYC was measured faster with XLA too on 2026-11-29 (`elmo_cpu`'s step 1.35x), not the
+    0.95x of earlier sessions; whether `auto` turns it on there is still open.
 
     Example:
     >>> use_xla("auto")   # True on a machine with a GPU

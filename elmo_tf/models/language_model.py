@@ -79,14 +79,18 @@ class LanguageModel(Task, keras.Model):
                            columns=columns)
         return tf.where(valid, nll, 0.0), valid
 
-    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None):
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None,
+                     sparse=True):
         """`(sum of NLLs, count)` of the rows of `outputs` `[n, width]` that have a target
         (`targets` `[n]`: word ids, -1 where there is nothing to predict): only those rows are
         gathered and scored, so that a loss over a few positions (the masked LM's) pays for
-        those only. Under XLA (`self.xla`), which compiles static shapes, the rows with a
-        target are sorted first and scored in equal chunks, as many as they fill
-        (`WordSoftmax`'s `count`): the same sums, for at most an eighth of the rows more.
-        `seed`, `columns`: `WordSoftmax`'s.
+        those only. `seed`, `columns`: `WordSoftmax`'s.
+
+        Under XLA (`self.xla`), which compiles static shapes: with `sparse` (few rows have a
+        target) the rows with a target are sorted first and scored in equal chunks, as many
+        as they fill (`WordSoftmax`'s `count`), at most an eighth of the rows more; without
+        (a loss with a target at almost every row: the next-token and cloze losses), every
+        row is scored in one product and those without a target weigh 0. The same sums.
 
         With `drawable` (bool `[V]`: the words that may be drawn), each of those rows also
         draws a word from its full softmax (`WordSoftmax.nll_and_samples`: a generator's
@@ -95,33 +99,31 @@ class LanguageModel(Task, keras.Model):
         """
         targets = tf.cast(targets, tf.int32)
         selected = targets >= 0
-        if self.xla and drawable is None:
-            count = tf.reduce_sum(tf.cast(selected, tf.int32))
+        count = tf.reduce_sum(tf.cast(selected, tf.int32))
+        if not self.xla:
+            where = tf.where(selected)
+            rows, row_targets = tf.gather(outputs, where[:, 0]), tf.gather(targets, where[:, 0])
+            if drawable is None:
+                return (tf.reduce_sum(self.softmax(rows, row_targets, training=training,
+                                                   seed=seed, columns=columns)),
+                        tf.cast(count, tf.float32))
+            nll, words = self.softmax.nll_and_samples(rows, row_targets, training, seed,
+                                                      drawable)
+            return (tf.reduce_sum(nll), tf.cast(count, tf.float32),
+                    tf.tensor_scatter_nd_update(tf.fill(tf.shape(targets), -1), where, words))
+        if drawable is not None:
+            nll, words = self.softmax.nll_and_samples(outputs, tf.maximum(targets, 0), training,
+                                                      seed, drawable)
+            return (tf.reduce_sum(tf.where(selected, nll, 0.0)), tf.cast(count, tf.float32),
+                    tf.where(selected, words, -1))
+        if sparse:
             order = tf.argsort(tf.cast(~selected, tf.int32), stable=True)  # selected first
             nll = self.softmax(tf.gather(outputs, order),
                                tf.gather(tf.maximum(targets, 0), order), training=training,
-                               seed=seed, columns=columns, count=count)
-            leading = tf.range(tf.size(targets)) < count
-            return tf.reduce_sum(tf.where(leading, nll, 0.0)), tf.cast(count, tf.float32)
-        if self.xla:
-            rows, row_targets = outputs, tf.maximum(targets, 0)
+                               seed=seed, columns=columns, count=count)  # 0 past count
         else:
-            where = tf.where(selected)
-            rows, row_targets = tf.gather(outputs, where[:, 0]), tf.gather(targets, where[:, 0])
-        if drawable is None:
-            nll = self.softmax(rows, row_targets, training=training, seed=seed, columns=columns)
-        else:
-            nll, words = self.softmax.nll_and_samples(rows, row_targets, training, seed,
-                                                      drawable)
-        if self.xla:
-            total = tf.reduce_sum(tf.where(selected, nll, 0.0))
-            count = tf.reduce_sum(tf.cast(selected, tf.float32))
-            drawn = None if drawable is None else tf.where(selected, words, -1)
-        else:
-            total, count = tf.reduce_sum(nll), tf.cast(tf.size(nll), tf.float32)
-            drawn = None if drawable is None else tf.tensor_scatter_nd_update(
-                tf.fill(tf.shape(targets), -1), where, words)
-        return (total, count) if drawable is None else (total, count, drawn)
+            nll, _ = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
+        return tf.reduce_sum(nll), tf.cast(count, tf.float32)
 
     def global_loss_counts(self, x, y):
         """The number of words each target of `y` asks to predict (ids >= 0), summed over the

@@ -42,8 +42,7 @@ def map_in_chunks(fn, x, max_rows, fn_output_signature):
     n = tf.shape(x)[0]
     rows = tf.clip_by_value(n, 1, max_rows)
     n_chunks = tf.maximum((n + rows - 1) // rows, 1)
-    padding = tf.concat([[[0, n_chunks * rows - n]], tf.zeros([tf.rank(x) - 1, 2], tf.int32)], 0)
-    chunks = tf.reshape(tf.pad(x, padding), tf.concat([[n_chunks, rows], tf.shape(x)[1:]], 0))
+    chunks = _split_rows(x, n_chunks, rows)
     out = tf.map_fn(fn, chunks, parallel_iterations=1, fn_output_signature=fn_output_signature)
     return tf.nest.map_structure(
         lambda v: tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))[:n], out)
@@ -51,12 +50,14 @@ def map_in_chunks(fn, x, max_rows, fn_output_signature):
 
 def map_leading_rows(fn, x, count, chunks):
     """`fn` over the first `count` rows of `x`, with static shapes: the rows in `chunks` equal
-    chunks, and only the chunks that hold one of the first `count` rows computed.
+    chunks, and only the chunks that hold one of the first `count` rows computed; every other
+    row's value is 0.
 
     Under XLA, which compiles static shapes, this makes the work follow `count` (a number
     known when the step runs: the masked LM's selected positions) rather than the rows: a loop
     of as many equal chunks as `count` needs, at most `chunks` (a static bound, which XLA's
-    gradient of a loop needs), so at most one chunk's rows more than `count`.
+    gradient of a loop needs), so at most one chunk's rows more than `count` are computed (and
+    their values dropped).
 
     Args:
         fn: maps a structure like `x` of `[rows, ...]` tensors to float32 `[rows]`.
@@ -66,22 +67,17 @@ def map_leading_rows(fn, x, count, chunks):
             padded with zeros, which `fn` must accept).
 
     Returns:
-        float32 `[n]`: `fn`'s values on the rows of the computed chunks, 0 on the others.
+        float32 `[n]`: `fn`'s values on the first `count` rows, 0 on the others.
 
     Example:
     >>> map_leading_rows(lambda t: tf.cast(t, tf.float32) * 2, tf.range(6), 3, chunks=3)
-    <tf.Tensor: shape=(6,), dtype=float32, numpy=array([0., 2., 4., 6., 0., 0.], dtype=float32)>
+    <tf.Tensor: shape=(6,), dtype=float32, numpy=array([0., 2., 4., 0., 0., 0.], dtype=float32)>
     """
     n = tf.shape(tf.nest.flatten(x)[0])[0]
     rows = tf.maximum((n + chunks - 1) // chunks, 1)
-
-    def split(t):
-        padding = tf.concat([[[0, chunks * rows - n]], tf.zeros([tf.rank(t) - 1, 2], tf.int32)],
-                            0)
-        return tf.reshape(tf.pad(t, padding), tf.concat([[chunks, rows], tf.shape(t)[1:]], 0))
-
-    parts = tf.nest.map_structure(split, x)
-    needed = (tf.cast(count, tf.int32) + rows - 1) // rows
+    parts = tf.nest.map_structure(lambda t: _split_rows(t, chunks, rows), x)
+    count = tf.cast(count, tf.int32)
+    needed = (count + rows - 1) // rows
 
     def body(i, out):
         values = fn(tf.nest.map_structure(lambda part: part[i], parts))
@@ -89,7 +85,15 @@ def map_leading_rows(fn, x, count, chunks):
 
     _, out = tf.while_loop(lambda i, _: i < needed, body,
                            (tf.constant(0), tf.zeros([chunks, rows])), maximum_iterations=chunks)
-    return tf.reshape(out, [-1])[:n]
+    return tf.where(tf.range(n) < count, tf.reshape(out, [-1])[:n], 0.0)
+
+
+def _split_rows(t, chunks, rows):
+    """`t` `[n, ...]` padded with zero rows to `chunks * rows` and split into
+    `[chunks, rows, ...]`."""
+    padding = tf.concat([[[0, chunks * rows - tf.shape(t)[0]]],
+                         tf.zeros([tf.rank(t) - 1, 2], tf.int32)], 0)
+    return tf.reshape(tf.pad(t, padding), tf.concat([[chunks, rows], tf.shape(t)[1:]], 0))
 
 
 def shape_bucket(size):

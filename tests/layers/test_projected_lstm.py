@@ -188,8 +188,8 @@ def test_configs_of_elmo_tf_0_1_load_and_the_cudnn_path_is_refused_with_the_reas
 @pytest.mark.parametrize("gate_rows", [None, 1, 4, 7])
 def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
     # Small row budgets split the hoisted input matmul into several chunks, with padding (the
-    # CPU's way); None computes every step's gates at once, with no branch in the loop (the
-    # GPU's way).
+    # CPU's way without XLA); None computes every step's gates at once, with no branch in the
+    # loop (the GPU's way, and any device's under XLA: the compiled calls below run so).
     layer = _layer()
     rng = np.random.default_rng(11)
     x = rng.standard_normal((7, 2, IN)).astype(np.float32)  # time-major: 7 steps, batch 2
@@ -222,10 +222,10 @@ def test_gate_inputs_in_chunks_give_the_same_result(gate_rows):
 
 def test_two_directions_in_chunks_differentiate_under_xla_as_without_it():
     """Two directions in one loop (a biLM layer's), the gates in chunks (the CPU's bound):
-    XLA's gradient of the branch that computes a chunk inside the loop is wrong (up to 2x off
-    for the input kernels: `fit --xla on` on a CPU trained worse), so under XLA the gates come
-    all at once; the gradients then equal the plain graph's (which match finite differences:
-    `test_gradient_matches_finite_differences`), at every length."""
+    XLA's gradient of the branch that computes a chunk inside the loop is wrong (the input
+    kernels' off by as much as their size: `fit --xla on` on a CPU trained worse), so under
+    XLA the gates come all at once; the gradients then equal the plain graph's (which match
+    finite differences: `test_gradient_matches_finite_differences`), at every length."""
     rng = np.random.default_rng(13)
     layers = [_layer(seed=s) for s in (21, 22)]
     for layer in layers:
@@ -260,13 +260,16 @@ def _op_types(graph):
     return types
 
 
-@pytest.mark.parametrize("gate_rows, branch", [(None, False), (16, True)])
-def test_the_loop_branches_only_when_the_gates_come_in_chunks(gate_rows, branch):
+@pytest.mark.parametrize("gate_rows, jit, branch",
+                         [(None, False, False), (16, False, True), (16, True, False)])
+def test_the_loop_branches_only_when_the_gates_come_in_chunks(gate_rows, jit, branch):
     # A branch in the loop costs a host round trip per step under XLA on a GPU, where the
-    # gates of all steps are computed at once (gate_rows None): the graph has none then.
+    # gates of all steps are computed at once (gate_rows None): the graph has none then. Nor
+    # has it any when XLA compiles the loop, whatever gate_rows says (its gradient of the
+    # branch is wrong: the test below).
     layer = _layer()
 
-    @tf.function
+    @tf.function(jit_compile=jit)
     def run(x, lengths, h, c):
         return exact_recurrence([x], [layer.input_kernel.value], [layer.bias.value],
                                 [layer.recurrent_kernel.value], [layer.projection_kernel.value],

@@ -38,8 +38,16 @@ def test_map_leading_rows_computes_only_the_chunks_the_leading_rows_fill(count,
 
     got = map_leading_rows(fn, x, tf.constant(count), chunks=4)
     assert seen == [3] * chunks_computed
-    expected = np.where(np.arange(10) < 3 * chunks_computed, x.numpy().sum(1), 0.0)
-    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(got, np.where(np.arange(10) < count, x.numpy().sum(1), 0.0))
+
+
+@pytest.mark.parametrize("n, count", [(0, 0), (3, 2), (3, 3)])
+def test_map_leading_rows_with_fewer_rows_than_chunks_and_a_structure(n, count):
+    ids = tf.range(n)  # an int part beside a float one, as the sampled softmax passes them
+    values = tf.cast(tf.range(n), tf.float32) * 0.5
+    got = map_leading_rows(lambda rows: rows[1] + tf.cast(rows[0], tf.float32), (ids, values),
+                           tf.constant(count), chunks=8)
+    np.testing.assert_array_equal(got, np.where(np.arange(n) < count, 1.5 * np.arange(n), 0.0))
 
 
 def test_map_leading_rows_compiles_with_xla_and_differentiates():
@@ -58,7 +66,7 @@ def test_map_leading_rows_compiles_with_xla_and_differentiates():
     compiled = tf.function(loss, jit_compile=True)
     for count in (0, 5, 11):
         values, gradient = compiled(tf.constant(count))
-        computed = np.arange(11) < 3 * -(-count // 3)
+        computed = np.arange(11) < count
         with tf.GradientTape() as tape:
             expected = tf.where(computed, tf.tanh(x @ weights[:, None])[:, 0], 0.0)
             total = tf.reduce_sum(expected)

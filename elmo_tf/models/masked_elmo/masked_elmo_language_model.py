@@ -235,7 +235,7 @@ class MaskedElmoLanguageModel(LanguageModel):
             # [0; backward] would, without the zeros).
             sums, counts = zip(*(
                 self.selected_nll(tf.reshape(part, [-1, half]), tf.reshape(y[name], [-1]),
-                                  training, seed, columns)
+                                  training, seed, columns, sparse=False)
                 for part, name, columns in ((first[..., :half], "forward_targets", (0, half)),
                                             (first[..., half:], "backward_targets",
                                              (half, width)))))
@@ -258,7 +258,7 @@ class MaskedElmoLanguageModel(LanguageModel):
         rows = tf.concat([first[:, :-2, :half], first[:, 2:, half:]], -1)
         cloze, counted = self.selected_nll(tf.reshape(rows, [-1, width]),
                                            tf.reshape(y["cloze_targets"], [-1]), training,
-                                           seed)
+                                           seed, sparse=False)
         self.cloze_perplexity.update_state(cloze, counted)
         return cloze
 
