@@ -135,12 +135,13 @@ def sampled_softmax_nll(kernel, bias, outputs, targets, num_sampled, seed, colum
     if columns is not None:  # sliced after the lookup: the gradient stays row-sparse
         weights = weights[:, columns[0]:columns[1]]
     biases = tf.gather(bias, ids)
-    sampled_biases = biases[n:] - tf.math.log(sampled_expected)
+    # The candidates' part, once: `nll` may run per chunk of rows (`count`).
+    sampled_weights, sampled_biases = weights[n:], biases[n:] - tf.math.log(sampled_expected)
 
     def nll(rows):
         row_outputs, true_weights, true_biases, row_targets = rows
         true_logits = tf.reduce_sum(row_outputs * true_weights, axis=1) + true_biases
-        sampled_logits = (tf.matmul(row_outputs, weights[n:], transpose_b=True)
+        sampled_logits = (tf.matmul(row_outputs, sampled_weights, transpose_b=True)
                           + sampled_biases)
         hits = tf.equal(row_targets[:, None], sampled[None, :])
         # TF adds -FLT_MAX to an accidental hit's logit; its softmax weight is exactly 0 either
