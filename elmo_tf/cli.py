@@ -133,6 +133,7 @@ def _parser():
     from elmo_tf.models.family import preset_names
     from elmo_tf.recipes.recipe import Recipe
     from elmo_tf.training import MIXED_PRECISION, STRATEGIES, XLA_MODES
+    from elmo_tf.training.pretraining import XLA_CPU_MIN_MINUTES, XLA_CPU_MIN_STEPS
 
     parser, commands = command_parser()  # the commands; their flags here
 
@@ -186,8 +187,10 @@ def _parser():
     train.add_argument("--xla", choices=XLA_MODES,
                        help="compile each replica's training step with XLA: auto (the default "
                             "of a new run) = on when the replicas are GPUs, with or without "
-                            "--strategy, or CPUs with AMX (1.56x measured), off on other "
-                            "CPUs; a resumed run keeps what it was started with")
+                            "--strategy, and on CPUs for a run long enough to win back the "
+                            f"compilation (at least {XLA_CPU_MIN_STEPS} steps or "
+                            f"{XLA_CPU_MIN_MINUTES} minutes); a resumed run keeps what it was "
+                            "started with")
     train.set_defaults(run=_train)
 
     evaluate = commands["evaluate"]

@@ -10,21 +10,19 @@ from elmo_tf.keras_compat import sublayers, track_loss
 XLA_MODES = ("auto", "on", "off")
 
 
-def use_xla(mode, strategy=None, amx_cpus=False):
+def use_xla(mode, strategy=None, cpus=False):
     """Whether training compiles each replica's step with XLA: `"on"`, `"off"`, or `"auto"`:
     on when the replicas are GPUs (with or without a strategy; `strategy`: the one in scope by
-    default); on CPU replicas only with `amx_cpus`, on a CPU with AMX (`cpu_has_amx`), where
-    the caller's step was measured faster (pre-training: 1.56x on a 2-core Xeon with AMX;
-    fine-tuning: 0.45x on an AMD EPYC without: `docs/benchmarks.md`). Pre-training on an
-    EPYC was measured faster with XLA too on 2026-11-29 (`elmo_cpu`'s step 1.35x), not the
-    0.95x of earlier sessions; whether `auto` turns it on there is still open.
+    default), and on CPU replicas where the caller says that compiling pays off there
+    (`cpus`). Pre-training does for runs long enough to win back the compilation
+    (`elmo_tf.training.pretraining.xla_pays_off_on_cpus`); fine-tuning does not (a frozen
+    probe's step was measured 0.45x with XLA on an AMD EPYC: `docs/benchmarks.md`).
 
     Example:
     >>> use_xla("auto")   # True on a machine with a GPU
-    >>> use_xla("auto", amx_cpus=True)   # also on a CPU with AMX
+    >>> use_xla("auto", cpus=True)   # True on CPUs too
     """
-    if mode not in XLA_MODES:
-        raise ValueError(f"xla must be one of {list(XLA_MODES)}; got {mode!r}.")
+    check_xla_mode(mode)
     if mode != "auto":
         return mode == "on"
     strategy = strategy or tf.distribute.get_strategy()
@@ -34,18 +32,13 @@ def use_xla(mode, strategy=None, amx_cpus=False):
         devices = ["GPU" if tf.config.list_logical_devices("GPU") else "CPU"]
     if all("GPU" in device for device in devices):
         return True
-    return amx_cpus and not any("GPU" in device for device in devices) and cpu_has_amx()
+    return bool(cpus) and not any("GPU" in device for device in devices)
 
 
-def cpu_has_amx(cpuinfo="/proc/cpuinfo"):
-    """Whether the CPU has Intel's AMX tiles (`amx_tile` among the flags of `cpuinfo`; False
-    where there is no such file), with which oneDNN runs XLA's matrix products fast."""
-    try:
-        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
-            return any(line.startswith("flags") and "amx_tile" in line.split()
-                       for line in f)
-    except OSError:
-        return False
+def check_xla_mode(mode):
+    """Raises a ValueError naming the accepted modes unless `mode` is one of `XLA_MODES`."""
+    if mode not in XLA_MODES:
+        raise ValueError(f"xla must be one of {list(XLA_MODES)}; got {mode!r}.")
 
 
 def _would_run_cudnn(layer):

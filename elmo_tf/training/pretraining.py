@@ -32,7 +32,7 @@ from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore
-from elmo_tf.models.compiled_step import use_xla
+from elmo_tf.models.compiled_step import check_xla_mode, use_xla
 from elmo_tf.training.distribution import is_chief, is_multi_worker
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.run_directory import RunDirectory, recipe_settings
@@ -40,6 +40,10 @@ from elmo_tf.training.step_times import StepTimes
 
 MIXED_PRECISION = {None: None, "bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 MAX_CHECKPOINT_INTERVAL = 1000
+# `xla="auto"` compiles on CPUs a run of at least this many steps, or of a wall-clock budget
+# of at least this many minutes (`xla_pays_off_on_cpus`).
+XLA_CPU_MIN_STEPS = 1000
+XLA_CPU_MIN_MINUTES = 5
 logger = logging.getLogger("elmo_tf")
 
 
@@ -76,8 +80,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             under multi-worker training: run `evaluate` afterwards).
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
-        xla: `"auto"` (XLA per replica on GPUs and on CPUs with AMX, off on other CPUs),
-            `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in
+        xla: `"auto"` (XLA per replica on GPUs, and on CPUs for a run long enough to win
+            back the compilation: `xla_pays_off_on_cpus`), `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in
             run.json, and a resumed run keeps what it was started with unless `xla` is given.
             Compiled programs are
             kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
@@ -96,6 +100,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     if mixed_precision not in MIXED_PRECISION:
         raise ValueError(f"mixed_precision must be one of {list(MIXED_PRECISION)}; got "
                          f"{mixed_precision!r}.")
+    if xla is not None:
+        check_xla_mode(xla)
     if sum(v is not None for v in (epochs, steps, minutes)) > 1:
         raise ValueError("give one of epochs, steps and minutes.")
     if minutes is not None and not (isinstance(minutes, (int, float))
@@ -140,7 +146,6 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     keras.utils.set_random_seed(seed)
     xla = xla or (previous or {}).get("xla", "auto")
-    compiled = use_xla(xla, strategy, amx_cpus=True)
     vocab, size = run.vocabulary_and_size(previous, given_vocabulary, corpus, recipe, read)
     pairs = size["tokens"] + size["sentences"]  # a sentence gives n + 1 (input, target) pairs
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
@@ -156,6 +161,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
                          f"{recipe.decay_steps} (decay_steps): a run of {length} could train "
                          f"past it at zero; give at most {recipe.decay_steps} steps (--steps), "
                          "or a recipe whose decay_steps is the run's length.")
+    compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(
+        None if minutes is not None else total, minutes))
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
                                     MAX_CHECKPOINT_INTERVAL)
@@ -294,6 +301,24 @@ class TimeBudget(keras.callbacks.Callback):
             self.run.write_record(self.record)
 
 
+def xla_pays_off_on_cpus(steps, minutes=None):
+    """Whether `xla="auto"` compiles a pre-training run of `steps` steps (or of a wall-clock
+    budget of `minutes`) on CPUs: when it is long enough to win back, several times over, the
+    seconds XLA spends compiling each batch shape (at least `XLA_CPU_MIN_STEPS` steps or
+    `XLA_CPU_MIN_MINUTES` minutes). On a 2-core AMD EPYC XLA made `elmo_cpu`'s steady step
+    1.35x faster and `tiny`'s 1.73x, and `tiny`'s whole run of 1,551 steps 1.41x, compilation
+    included, against about 20 s of compilation for a 20-step `elmo_cpu` run on a Xeon
+    (`docs/benchmarks.md`); a short run (a smoke test, the suite's) would only wait for it.
+
+    Example:
+    >>> xla_pays_off_on_cpus(1551), xla_pays_off_on_cpus(20), xla_pays_off_on_cpus(None, 30)
+    (True, False, True)
+    """
+    if minutes is not None:
+        return minutes >= XLA_CPU_MIN_MINUTES
+    return steps >= XLA_CPU_MIN_STEPS
+
+
 def checkpoint_plan(total, every, done=0):
     """How `fit` runs a run of `total` steps (a total: `done` of them are already trained) with
     a checkpoint at most every `every` steps: `(initial_epoch, epochs, steps_per_epoch)`, a Keras
@@ -387,7 +412,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         if recipe.family.next_token_bound:
             best = record["best_perplexity"]
     lm = build_language_model(recipe, len(vocab),
-                              xla=use_xla(record.get("xla", "auto"), amx_cpus=True))
+                              xla=use_xla(record.get("xla", "auto")))
     lm.set_vocabulary(vocab.tokens)
     with warnings.catch_warnings():  # the file's optimizer state is not needed here
         warnings.filterwarnings("ignore", message="Skipping variable loading for optimizer")

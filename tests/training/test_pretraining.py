@@ -7,6 +7,7 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from elmo_tf import cli
 from elmo_tf.data.generated_corpus import write_generated_corpus
@@ -112,6 +113,8 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
                            checkpoint_every=1000, verbose=0)
     record = json.loads((output / "run.json").read_text())
     assert record["minutes"] == 0.1 and 6.0 <= record["trained_seconds"] < 60
+    # Too short a budget for XLA's compilation to pay off on CPUs (`xla_pays_off_on_cpus`).
+    assert record["xla_compiled"] is bool(tf.config.list_logical_devices("GPU"))
     assert first["steps"] >= 1 and first["trained_minutes"] == pytest.approx(
         record["trained_seconds"] / 60, abs=0.01)
     checkpoints = sorted(os.listdir(output / "checkpoints"))

@@ -1,6 +1,7 @@
 """XLA per replica (`CompiledStep`) without a strategy, the `xla` setting, and the persistent
 XLA cache (`elmo_tf.xla_cache`). Under MirroredStrategy: `test_distributed.py`."""
 
+import json
 import os
 import sys
 import warnings
@@ -18,6 +19,8 @@ from elmo_tf.models.downstream import TextClassifier
 from elmo_tf.ops.lstm import GATE_ROWS_PER_CHUNK
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training import build_language_model, use_xla
+from elmo_tf.training.pretraining import (XLA_CPU_MIN_MINUTES, XLA_CPU_MIN_STEPS,
+                                          xla_pays_off_on_cpus)
 from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV
 from tests.training import RECIPE
@@ -65,22 +68,19 @@ def test_the_compiled_step_trains_as_the_plain_one(monkeypatch, gate_rows):
                for a, b in zip(compiled.trainable_weights, start.trainable_weights))
 
 
-def test_use_xla_and_clear_errors(monkeypatch, tmp_path):
+def test_use_xla_and_clear_errors(monkeypatch):
     assert use_xla("on") and not use_xla("off")
     assert use_xla("auto") is bool(tf.config.list_logical_devices("GPU"))
-    # On CPUs, "auto" is on only where the caller measured XLA faster: CPUs with AMX.
-    cpuinfo = {name: tmp_path / name for name in ("amx", "avx512", "absent")}
-    cpuinfo["amx"].write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_bf16 amx_tile\n")
-    cpuinfo["avx512"].write_text("processor\t: 0\nflags\t\t: fpu avx512f amx_tiles_x\n")
-    assert [compiled_step.cpu_has_amx(path) for path in cpuinfo.values()] == [
-        True, False, False]
+    # On CPUs, "auto" is on only where the caller says compiling pays off: pre-training runs
+    # long enough to win back the compilation.
     if not tf.config.list_logical_devices("GPU"):
-        real = compiled_step.cpu_has_amx
-        for path, expected in ((cpuinfo["amx"], True), (cpuinfo["avx512"], False)):
-            monkeypatch.setattr(compiled_step, "cpu_has_amx", lambda path=path: real(path))
-            assert use_xla("auto", amx_cpus=True) is expected
-            assert use_xla("auto") is False  # fine-tuning: measured slower on CPUs
-        monkeypatch.undo()
+        assert use_xla("auto", cpus=True) is True
+        assert use_xla("auto") is False  # fine-tuning: measured slower on CPUs
+    assert [xla_pays_off_on_cpus(steps) for steps in (20, XLA_CPU_MIN_STEPS - 1,
+                                                      XLA_CPU_MIN_STEPS, 1551)] == [
+        False, False, True, True]
+    assert [xla_pays_off_on_cpus(None, minutes) for minutes in (
+        0.5, XLA_CPU_MIN_MINUTES - 0.1, XLA_CPU_MIN_MINUTES, 30)] == [False, False, True, True]
     with pytest.raises(ValueError,
                        match=r"xla must be one of \['auto', 'on', 'off'\]; got 'yes'"):
         use_xla("yes")
@@ -109,6 +109,21 @@ def test_use_xla_and_clear_errors(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match=r"ReadsText \(reads_text.*\) cannot compile "
                                          r".*\['char_ids'\].*--xla off"):
         reads_text.compile(optimizer="adam", loss="mse", xla=True)
+
+
+def test_auto_compiles_a_pre_training_run_long_enough_to_pay_for_it(corpus, tmp_path,
+                                                                    monkeypatch):
+    # On CPUs `xla="auto"` compiles a run of at least XLA_CPU_MIN_STEPS steps (lowered here
+    # to 2; run.json records the setting and the decision). Shorter runs are not compiled:
+    # test_pretraining.py's time budget, and the suite's short runs.
+    from elmo_tf import training
+    from elmo_tf.training import pretraining
+
+    monkeypatch.setattr(pretraining, "XLA_CPU_MIN_STEPS", 2)
+    training.train(Recipe.from_dict(RECIPE), corpus["train"], str(tmp_path), steps=2,
+                   verbose=0)
+    record = json.loads((tmp_path / "run.json").read_text())
+    assert (record["xla"], record["xla_compiled"]) == ("auto", True)
 
 
 def test_the_cache_directory_is_per_machine_and_can_be_turned_off(tmp_path):
