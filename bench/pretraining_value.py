@@ -13,7 +13,8 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
 
 * Equal compute: every model's budgets are minutes of training on this machine, turned into
   steps by the model's own step time, measured first by a short calibration run of its recipe
-  (`calibration` in the JSON); each run records its wall and CPU seconds, the tokens it read
+  (`calibration` in the JSON), with the same arguments as the runs (XLA by default on a GPU
+  only, `--xla`); each run records its wall and CPU seconds, the tokens it read
   and the predictions it was supervised on (as its family counts them in run.json,
   `Family.supervised_predictions`: ELMo every token twice, forward and backward; the masked LM
   the selected tokens, plus its first layer's losses' targets). Budgets
@@ -326,7 +327,25 @@ def _scores(output, metric):
 
 
 def _train_args(args):
-    return ["--mixed-precision", args.mixed_precision] if args.mixed_precision else []
+    """What every `elmo-tf train` of the protocol is given, calibrations and runs alike (so a
+    run trains at the step time it was calibrated at): the precision, and XLA (`--xla`; by
+    default on where there is a GPU, off on CPUs, where `train --xla auto` would compile a
+    run of 1,000 steps but not a 60-step calibration, and where the protocol's runs so far
+    trained without it)."""
+    xla = args.xla or ("on" if machine()["gpus"] else "off")
+    return ([*(["--mixed-precision", args.mixed_precision] if args.mixed_precision else []),
+             "--xla", xla])
+
+
+def _recorded_train_args(kept):
+    """A kept calibration's training arguments, with the XLA mode that `train --xla auto`
+    gave where the protocol did not name one yet (on GPUs and CPUs with AMX)."""
+    recorded = kept.get("train_args")
+    if recorded is None or "--xla" in recorded:
+        return recorded
+    machine_ = kept.get("machine", {})
+    compiled = machine_.get("gpus") or any(f.startswith("amx") for f in machine_.get("isa", []))
+    return [*recorded, "--xla", "on" if compiled else "off"]
 
 
 def _calibrated(name):
@@ -343,7 +362,7 @@ def calibrations(paths, args, names, report, save):
     for name in names:
         kept = calibration.get(name, {})
         if (kept.get("steps") != args.calibration_steps
-                or kept.get("train_args") != _train_args(args)
+                or _recorded_train_args(kept) != _train_args(args)
                 or kept.get("machine") != machine()):
             calibration[name] = {"seconds_per_step": calibrate(
                 paths, args.runs, name, args.calibration_steps, _train_args(args)),
@@ -788,6 +807,9 @@ def main():
                         help="the parts to run (default: all, in this order)")
     parser.add_argument("--mixed-precision", choices=["bfloat16", "float16"],
                         help="pre-train in mixed precision (a GPU: bfloat16)")
+    parser.add_argument("--xla", choices=["on", "off"],
+                        help="pre-train with XLA or not (default: on with a GPU, off on CPUs, "
+                             "as the CPU protocol's runs so far)")
     parser.add_argument("--calibration-steps", type=int, default=CALIBRATION_STEPS,
                         help="steps of the calibration run (more on a GPU, whose first steps "
                              "are XLA's compilation)")

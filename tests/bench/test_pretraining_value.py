@@ -37,6 +37,29 @@ def test_the_calibration_reads_the_speed_a_run_recorded(tmp_path):
         steady_seconds_per_step(str(tmp_path))
 
 
+def test_calibrations_and_runs_name_one_xla_mode_and_the_kept_ones_still_match(monkeypatch):
+    # `train --xla auto` would compile a CPU run of 1,000 steps and more, not the 60-step
+    # calibration: the protocol names the mode for both. The calibrations kept from before it
+    # named one (train_args [] on the EPYC, auto = off there) still match, so a rerun does
+    # not calibrate (and retrain) anew.
+    import argparse
+
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "results",
+                           "pretraining_value-cpu-issue38.json")) as f:
+        kept = json.load(f)["calibration"]["elmo"]
+    assert kept["train_args"] == [] and not kept["machine"]["gpus"]
+    epyc, gpu = dict(kept["machine"]), dict(kept["machine"], gpus=["/device:GPU:0"])
+    for here, default in ((epyc, "off"), (gpu, "on")):
+        monkeypatch.setattr(pretraining_value, "machine", lambda here=here: here)
+        args = argparse.Namespace(mixed_precision=None, xla=None)
+        assert pretraining_value._train_args(args) == ["--xla", default]
+        assert pretraining_value._recorded_train_args(dict(kept, machine=here)) == [
+            "--xla", default]
+        args.xla, args.mixed_precision = "on", "bfloat16"
+        assert pretraining_value._train_args(args) == ["--mixed-precision", "bfloat16",
+                                                       "--xla", "on"]
+
+
 def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(
         tmp_path, monkeypatch):
     """`pretrain` records a budget's biLM as soon as it is kept (a deadline may stop the
