@@ -11,7 +11,8 @@ Checks REV out into a temporary git worktree, then alternates fresh processes of
   of `elmo_small` (32 x 20, the released 793,471-word vocabulary, 8192 sampled negatives), as
   `build_language_model` compiles them, on synthetic batches (`bench/training.py`'s);
 * fine-tuning: the first `fit` call of 2 steps (everything `fit` does before its first step
-  included), the first and the median `fit` step of a `TextClassifier` on a frozen biLM of
+  included), the first and the median `fit` step, a later `fit` call of 2 steps and the
+  median `train_on_batch` call of a `TextClassifier` on a frozen biLM of
   `elmo_cpu`'s shape (random weights), the probes' head (`finetune`'s with 64 BiLSTM units), 32
   synthetic texts of 20 words, without XLA, then compiled (`_xla`; its first step follows the
   process's first fit of the classifier, so compare each across trees, not with each other).
@@ -106,6 +107,20 @@ def measure(tree):
         seconds[f"first_step_frozen_classifier{suffix}"] = first.seconds[0]
         seconds[f"fit_step_frozen_classifier{suffix}"] = float(np.median(
             fit_steps(classifier, data, 40).seconds))  # 50-100 ms steps: more of them
+        # A later `fit` call of 2 steps, whole, and `train_on_batch` (the median of 10 calls,
+        # after one): what Keras does again before each call (its symbolic build of a model
+        # that has an unbuilt layer) shows here.
+        started = time.perf_counter()
+        fit_steps(classifier, data, 2)
+        seconds[f"later_fit_frozen_classifier{suffix}"] = time.perf_counter() - started
+        x, y = next(iter(data))
+        classifier.train_on_batch(x, y)
+        calls = []
+        for _ in range(10):
+            started = time.perf_counter()
+            classifier.train_on_batch(x, y)
+            calls.append(time.perf_counter() - started)
+        seconds[f"train_on_batch_frozen_classifier{suffix}"] = float(np.median(calls))
     print(PREFIX + json.dumps(seconds), flush=True)
 
 

@@ -139,4 +139,7 @@ def run_task_test(model, inputs, targets, tmp_path, loss=None):
     before = [w.numpy().copy() for w in model.trainable_weights]
     logs = model.train_on_batch(inputs, targets, return_dict=True)
     assert np.isfinite(logs["loss"])
+    # Every layer built, its weightless preprocessing layers included: while any is unbuilt,
+    # Keras traces the whole model again before every `fit`, `evaluate` and `train_on_batch`.
+    assert [layer.name for layer in model._flatten_layers() if not layer.built] == []
     assert any(np.abs(b - w.numpy()).max() > 0 for b, w in zip(before, model.trainable_weights))

@@ -36,6 +36,7 @@ class HashedWords(keras.layers.Layer):
             raise ValueError(f"HashedWords's buckets must be an integer >= 2; got {buckets!r}.")
         self.buckets = buckets
         self.supports_jit = False  # string ops do not compile with XLA
+        self.built = True  # no weights (see CharIdsTokenizer)
 
     def call(self, tokens):
         tokens = tf.convert_to_tensor(tokens)

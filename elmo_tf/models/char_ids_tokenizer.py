@@ -57,6 +57,11 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
         self.tokenizer = tokenizer
         self.max_characters_per_token = max_characters_per_token
         self._split = get_tokenizer(tokenizer)
+        # No weights: built from the start. Unbuilt (KerasHub's preprocessing layers build
+        # when called, and a preprocessor calls its tokenizer's `tokenize`), it kept every task
+        # holding it "unbuilt", and Keras then traced the whole model again before each `fit`,
+        # `evaluate` and `train_on_batch` call (a task's train_on_batch took 8x its step).
+        self.built = True
 
     def tokenize(self, inputs):
         """Sentences (a string, or a `[batch]` of them) -> char ids `[time, chars]` (or

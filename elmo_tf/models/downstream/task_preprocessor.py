@@ -46,6 +46,7 @@ class TaskPreprocessor(keras_hub.models.Preprocessor):
         self.input_names = input_names
         self.word_ids = bool(word_ids)
         self.hash_words = HashedWords(name="word_ids") if word_ids else None
+        self.built = True  # no weights (see CharIdsTokenizer)
 
     @classmethod
     def _add_missing_kwargs(cls, loader, kwargs):
