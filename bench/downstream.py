@@ -116,7 +116,8 @@ def pretrain(paths, runs, recipes=LM_RECIPES):
         started = _moment(os.path.join(runs, f"{recipe}.started"))  # the curve's time origin
         run([*CLI, "train", "--recipe", recipe, "--corpus", paths["lm_train"], "--validation",
              paths["lm_curve"], "--output", run_dir, "--checkpoint-every",
-             str(CHECKPOINT_EVERY), "--epochs", "2"])  # what it measured (the recipes' then)
+             str(CHECKPOINT_EVERY), "--epochs", "2",  # what it measured (the recipes' then)
+             "--xla", "off"])  # as measured (auto compiles a CPU run this long now)
         finished = _moment(os.path.join(runs, f"{recipe}.finished"))
         scores = os.path.join(run_dir, "heldout.json")
         run([*CLI, "evaluate", "--model", run_dir, "--corpus", paths["lm_heldout"], "--json",

@@ -2,7 +2,8 @@
 interpolated Kneser-Ney 5-gram on the same held-out sentences, in at most 30 minutes of this
 machine.
 
-    python bench/elmo_cpu_in_30_minutes.py [--steps 3700] [--xla auto] [--runs DIR] [--output FILE]
+    python bench/elmo_cpu_in_30_minutes.py [--steps 3700] [--xla auto] [--runs DIR]
+        [--output FILE]
 
 One `elmo-tf train --recipe elmo_cpu --steps N --xla X` (by default the recipe's own run:
 3,700 steps, `--xla auto`, which compiles a CPU run that long) from nothing on the pre-training
@@ -65,12 +66,15 @@ def main():
     with open(scores) as f:
         heldout = json.load(f)
     with open(os.path.join(output, "run.json")) as f:
-        compiled = json.load(f)["xla_compiled"]  # what --xla auto decided
+        record = json.load(f)  # what --xla auto decided, and the run's own step times
     baselines = ngram_baselines(paths, os.path.join(output, "vocab.txt"))
     kneser_ney = baselines["kneser_ney_5gram"]["perplexity"]
     report = {
         "benchmark": "elmo_cpu_in_30_minutes", "recipe": "elmo_cpu", "steps": args.steps,
-        "xla": args.xla, "xla_compiled": compiled, "seed": args.seed, "train_wall_seconds": round(wall, 1),
+        "xla": args.xla, "xla_compiled": record["xla_compiled"],
+        "speed": {k: record["speed"][k] for k in ("first_step_seconds",
+                                                  "steady_seconds_per_step")},
+        "seed": args.seed, "train_wall_seconds": round(wall, 1),
         "train_cpu_seconds": round(cpu, 1), "within_30_minutes": wall <= BUDGET_SECONDS,
         "heldout": heldout, "baselines": baselines,
         "forward_perplexity_over_kneser_ney": round(heldout["forward_perplexity"] / kneser_ney,

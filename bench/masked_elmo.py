@@ -479,7 +479,8 @@ def selection_rate(steps, seeds, rates=SELECTION_RATES, real_text=True):
             for seed in seeds:
                 output = os.path.join(directory, corpus, f"rate-{rate:g}", f"seed-{seed}")
                 started = time.perf_counter()
-                train(recipe, train_files, output, steps=steps, seed=seed, verbose=0)
+                train(recipe, train_files, output, steps=steps, seed=seed, verbose=0,
+                      xla="off")  # as measured (auto compiles 1,000 steps and more on CPUs)
                 seconds = time.perf_counter() - started
                 scores = {split: evaluate(output, path)["perplexity"]
                           for split, path in halves.items()}

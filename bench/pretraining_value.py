@@ -338,14 +338,13 @@ def _train_args(args):
 
 
 def _recorded_train_args(kept):
-    """A kept calibration's training arguments, with the XLA mode that `train --xla auto`
-    gave where the protocol did not name one yet (on GPUs and CPUs with AMX)."""
+    """A kept calibration's training arguments, with the XLA mode it ran with where the
+    protocol did not name one yet: `train --xla auto`'s then, on GPUs (every CPU calibration
+    kept was measured without XLA: those on the Xeon with AMX predate its compiling there)."""
     recorded = kept.get("train_args")
     if recorded is None or "--xla" in recorded:
         return recorded
-    machine_ = kept.get("machine", {})
-    compiled = machine_.get("gpus") or any(f.startswith("amx") for f in machine_.get("isa", []))
-    return [*recorded, "--xla", "on" if compiled else "off"]
+    return [*recorded, "--xla", "on" if kept.get("machine", {}).get("gpus") else "off"]
 
 
 def _calibrated(name):

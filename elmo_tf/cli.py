@@ -188,9 +188,9 @@ def _parser():
                        help="compile each replica's training step with XLA: auto (the default "
                             "of a new run) = on when the replicas are GPUs, with or without "
                             "--strategy, and on CPUs for a run long enough to win back the "
-                            f"compilation (at least {XLA_CPU_MIN_STEPS} steps or "
-                            f"{XLA_CPU_MIN_MINUTES} minutes); a resumed run keeps what it was "
-                            "started with")
+                            f"compilation (at least {XLA_CPU_MIN_STEPS:,} steps, or "
+                            f"--minutes {XLA_CPU_MIN_MINUTES}); a resumed run keeps what it "
+                            "was started with")
     train.set_defaults(run=_train)
 
     evaluate = commands["evaluate"]

@@ -60,7 +60,7 @@ class CharIdsTokenizer(keras_hub.tokenizers.Tokenizer):
         # No weights: built from the start. Unbuilt (KerasHub's preprocessing layers build
         # when called, and a preprocessor calls its tokenizer's `tokenize`), it kept every task
         # holding it "unbuilt", and Keras then traced the whole model again before each `fit`,
-        # `evaluate` and `train_on_batch` call (a task's train_on_batch took 8x its step).
+        # `evaluate` and `train_on_batch` call (a task's train_on_batch took 10x as long).
         self.built = True
 
     def tokenize(self, inputs):

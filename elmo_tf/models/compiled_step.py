@@ -16,7 +16,7 @@ def use_xla(mode, strategy=None, cpus=False):
     default), and on CPU replicas where the caller says that compiling pays off there
     (`cpus`). Pre-training does for runs long enough to win back the compilation
     (`elmo_tf.training.pretraining.xla_pays_off_on_cpus`); fine-tuning does not (a frozen
-    probe's step was measured 0.45x with XLA on an AMD EPYC: `docs/benchmarks.md`).
+    probe's whole run took 1.5x to 3x as long with XLA on an AMD EPYC: `docs/benchmarks.md`).
 
     Example:
     >>> use_xla("auto")   # True on a machine with a GPU

@@ -80,11 +80,11 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             under multi-worker training: run `evaluate` afterwards).
         checkpoint_every: steps between checkpoints (default: an epoch, at most 1000 steps).
         tokenizer, tfds_data_dir: how to read the corpus (`elmo_tf.data.read_corpus`).
-        xla: `"auto"` (XLA per replica on GPUs, and on CPUs for a run long enough to win
-            back the compilation: `xla_pays_off_on_cpus`), `"on"` or `"off"` (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in
-            run.json, and a resumed run keeps what it was started with unless `xla` is given.
-            Compiled programs are
-            kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
+        xla: `"auto"` (XLA per replica on GPUs, and on CPUs for a run whose total is long
+            enough to win back the compilation: `xla_pays_off_on_cpus`), `"on"` or `"off"`
+            (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json (with the
+            decision, `xla_compiled`), and a resumed run keeps the setting unless `xla` is
+            given. Compiled programs are kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
             sampled negatives come from XLA's own random generator, which ignores `seed`.
         verbose: Keras `fit` verbosity.
 

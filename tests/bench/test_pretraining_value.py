@@ -49,7 +49,8 @@ def test_calibrations_and_runs_name_one_xla_mode_and_the_kept_ones_still_match(m
         kept = json.load(f)["calibration"]["elmo"]
     assert kept["train_args"] == [] and not kept["machine"]["gpus"]
     epyc, gpu = dict(kept["machine"]), dict(kept["machine"], gpus=["/device:GPU:0"])
-    for here, default in ((epyc, "off"), (gpu, "on")):
+    xeon = dict(kept["machine"], cpu="Intel Xeon", isa=["amx_bf16", "amx_tile", "avx512f"])
+    for here, default in ((epyc, "off"), (xeon, "off"), (gpu, "on")):
         monkeypatch.setattr(pretraining_value, "machine", lambda here=here: here)
         args = argparse.Namespace(mixed_precision=None, xla=None)
         assert pretraining_value._train_args(args) == ["--xla", default]

@@ -68,8 +68,16 @@ def test_the_compiled_step_trains_as_the_plain_one(monkeypatch, gate_rows):
                for a, b in zip(compiled.trainable_weights, start.trainable_weights))
 
 
-def test_use_xla_and_clear_errors(monkeypatch):
+def test_use_xla_and_clear_errors(monkeypatch, tmp_path):
     assert use_xla("on") and not use_xla("off")
+    # `train` refuses a bad mode before it reads the corpus or writes anything.
+    from elmo_tf import training
+
+    with pytest.raises(ValueError,
+                       match=r"xla must be one of \['auto', 'on', 'off'\]; got 'yes'"):
+        training.train(Recipe.from_dict(RECIPE), str(tmp_path / "no-corpus"),
+                       str(tmp_path / "run"), steps=2, xla="yes")
+    assert not (tmp_path / "run").exists()
     assert use_xla("auto") is bool(tf.config.list_logical_devices("GPU"))
     # On CPUs, "auto" is on only where the caller says compiling pays off: pre-training runs
     # long enough to win back the compilation.
