@@ -59,6 +59,21 @@ def test_calibrations_and_runs_name_one_xla_mode_and_the_kept_ones_still_match(m
         args.xla, args.mixed_precision = "on", "bfloat16"
         assert pretraining_value._train_args(args) == ["--mixed-precision", "bfloat16",
                                                        "--xla", "on"]
+    # So `calibrations` keeps the EPYC's calibration on that machine, and measures anew with
+    # another mode.
+    def calibrate(*_):
+        raise AssertionError("calibrated again")
+
+    monkeypatch.setattr(pretraining_value, "calibrate", calibrate)
+    monkeypatch.setattr(pretraining_value, "machine", lambda: epyc)
+    args = argparse.Namespace(mixed_precision=None, xla=None, runs="unused",
+                              calibration_steps=kept["steps"])
+    report = {"calibration": {"elmo": dict(kept)}}
+    assert pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None) == {
+        "elmo": kept}
+    args.xla = "on"
+    with pytest.raises(AssertionError, match="calibrated again"):
+        pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None)
 
 
 def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(
