@@ -5,6 +5,7 @@ from elmo_tf.layers.bilm_stack import BiLMStack
 from elmo_tf.layers.bilstm_stack import BiLSTMStack
 from elmo_tf.layers.char_cnn import CharCNN
 from elmo_tf.layers.highway import Highway
+from elmo_tf.layers.philox_dropout import PhiloxDropout
 from elmo_tf.layers.projected_lstm import ProjectedLSTM
 from elmo_tf.layers.remove_sentence_boundaries import RemoveSentenceBoundaries
 from elmo_tf.layers.scalar_mix import ScalarMix
@@ -14,6 +15,7 @@ from elmo_tf.layers.tokens_to_char_ids import TokensToCharIds
 from elmo_tf.ops import softmax as sampled_softmax
 
 __all__ = [
-    "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "ProjectedLSTM",
+    "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "PhiloxDropout",
+    "ProjectedLSTM",
     "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds", "sampled_softmax",
 ]

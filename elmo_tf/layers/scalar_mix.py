@@ -3,6 +3,8 @@
 import keras
 import tensorflow as tf
 
+from elmo_tf.layers.philox_dropout import PhiloxDropout
+
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class ScalarMix(keras.layers.Layer):
@@ -50,7 +52,7 @@ class ScalarMix(keras.layers.Layer):
             else [float(v) for v in initial_scalar_parameters])
         self.l2_coef = None if l2_coef is None else float(l2_coef)
         self.dropout = float(dropout)
-        self.dropout_layer = keras.layers.Dropout(self.dropout, dtype=self.dtype_policy)
+        self.dropout_layer = PhiloxDropout(self.dropout, dtype=self.dtype_policy)
         self.supports_masking = True
 
     def build(self, input_shape):

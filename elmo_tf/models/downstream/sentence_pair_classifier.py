@@ -5,6 +5,7 @@ import keras
 import keras_hub
 
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
+from elmo_tf.layers.philox_dropout import PhiloxDropout
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 
 
@@ -51,9 +52,9 @@ class SentencePairClassifier(DownstreamTask, keras_hub.models.Task):
         preprocessor = self.preprocessor_for(embedding, tokenizer, self.input_names)
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
-        match_dropout = keras.layers.Dropout(dropout, name="match_dropout")
+        match_dropout = PhiloxDropout(dropout, name="match_dropout")
         hidden = keras.layers.Dense(hidden_dim, activation="tanh", name="hidden")
-        hidden_dropout = keras.layers.Dropout(dropout, name="hidden_dropout")
+        hidden_dropout = PhiloxDropout(dropout, name="hidden_dropout")
         head = keras.layers.Dense(outputs, dtype="float32", name="logits")
 
         # === Functional Model ===

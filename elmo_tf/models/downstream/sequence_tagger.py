@@ -5,6 +5,7 @@ import keras_hub
 import tensorflow as tf
 
 from elmo_tf.data.conll import read_conll
+from elmo_tf.layers.philox_dropout import PhiloxDropout
 from elmo_tf.metrics import scores
 from elmo_tf.models.downstream.downstream_task import (
     DownstreamTask,
@@ -52,7 +53,7 @@ class SequenceTagger(DownstreamTask, keras_hub.models.Task):
         preprocessor = self.preprocessor_for(embedding, self.fixed_tokenizer,
                                              self.input_names)
         encoder = self.sentence_encoder(encoder_units, name="encoder")
-        drop = keras.layers.Dropout(dropout, name="dropout")
+        drop = PhiloxDropout(dropout, name="dropout")
         head = keras.layers.Dense(len(tags), dtype="float32", name="logits")
 
         # === Functional Model ===

@@ -8,6 +8,7 @@ import keras_hub
 from elmo_tf.checks import check_non_negative_int
 from elmo_tf.layers.bag_of_words import BagOfWords
 from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
+from elmo_tf.layers.philox_dropout import PhiloxDropout
 from elmo_tf.models.downstream.downstream_task import DownstreamTask, register_task
 from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -94,7 +95,7 @@ class TextClassifier(DownstreamTask, keras_hub.models.TextClassifier):
                                              word_ids=bool(word_embedding_dim))
         encoder = self.sentence_encoder(encoder_units, name="encoder")
         pool = MaskedMaxPooling(name="max_pooling")
-        drop = keras.layers.Dropout(dropout, name="dropout")
+        drop = PhiloxDropout(dropout, name="dropout")
         head = keras.layers.Dense(outputs, dtype="float32", name="logits")
 
         # === Functional Model ===
