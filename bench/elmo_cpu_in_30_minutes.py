@@ -19,7 +19,6 @@ wall time says whether they fit. Writes `bench/results/elmo_cpu_in_30_minutes-cp
 
 import argparse
 import datetime
-import json
 import os
 import shutil
 import sys
@@ -29,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.downstream import ngram_baselines  # noqa: E402
 from bench.inference import machine, versions  # noqa: E402
-from bench.pretraining_value import CLI, run  # noqa: E402
+from bench.pretraining_value import CLI, _json, run  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 from elmo_tf.files import write_json_atomically  # noqa: E402
 from elmo_tf import xla_cache  # noqa: E402
@@ -63,10 +62,8 @@ def main():
              scores], log=os.path.join(args.runs, "evaluate.log"), env=env)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
-    with open(scores) as f:
-        heldout = json.load(f)
-    with open(os.path.join(output, "run.json")) as f:
-        record = json.load(f)  # what --xla auto decided, and the run's own step times
+    heldout = _json(scores)
+    record = _json(os.path.join(output, "run.json"))  # --xla auto's decision, its step times
     baselines = ngram_baselines(paths, os.path.join(output, "vocab.txt"))
     kneser_ney = baselines["kneser_ney_5gram"]["perplexity"]
     report = {

@@ -161,8 +161,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
                          f"{recipe.decay_steps} (decay_steps): a run of {length} could train "
                          f"past it at zero; give at most {recipe.decay_steps} steps (--steps), "
                          "or a recipe whose decay_steps is the run's length.")
-    compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(
-        None if minutes is not None else total, minutes))
+    compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(total, minutes))
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
                                     MAX_CHECKPOINT_INTERVAL)
