@@ -7,12 +7,13 @@ The logical devices must be configured before TensorFlow starts, so `make_strate
 thing that touches TensorFlow. For each recipe (named by its file's stem) it trains the runs
 named after it (`RUNS`: `default`, no strategy; `mirrored`, 2 replicas; `mirrored-xla`, 2
 replicas with XLA per replica; `mirrored-xla-resumed`, the same trained to half its steps, then
-resumed with the `xla` setting left out; `mirrored-refuses`, `mirrored-xla-refuses`, one step
-with a Python function in the model, which XLA cannot compile: its error, or None) into `OUTPUT_BASE/<name>-<run>` (a checkpoint every 2
-steps) and prints one JSON line, `RESULTS {name: {run: {"steps", "train", "xla"}},
-"optimizers": {...}}`: "train" holds the training metrics of the last checkpoint interval (its
-last 2 steps), "xla" what run.json records, "optimizers"
-`optimizer_difference`'s figure for `SparseAdagrad` and `Adam`, "export" `exported_trainable`'s.
+resumed with the `xla` setting left out; `mirrored-xla-refuses`, one step with a Python
+function in the model, which XLA cannot compile: its error, or None) into
+`OUTPUT_BASE/<name>-<run>` (a checkpoint every 2 steps) and prints one JSON line,
+`RESULTS {name: {run: {"steps", "train", "xla"}}, "optimizers": {...}}`: "train" holds the
+training metrics of the last checkpoint interval (its last 2 steps), "xla" what run.json
+records, "optimizers" `optimizer_difference`'s figure for `SparseAdagrad` and `Adam`, "export"
+`exported_trainable`'s.
 """
 
 import json
@@ -23,8 +24,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 RUNS = {"default": (False, "off"), "mirrored": (True, "off"), "mirrored-xla": (True, "on"),
-        "mirrored-xla-resumed": (True, "on"), "mirrored-xla-refuses": (True, "on"),
-        "mirrored-refuses": (True, "off")}  # name: (mirrored, xla)
+        "mirrored-xla-resumed": (True, "on"),
+        "mirrored-xla-refuses": (True, "on")}  # name: (mirrored, xla)
 
 
 def main(corpus, base, steps, *recipes_and_runs):

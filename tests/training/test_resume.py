@@ -36,6 +36,22 @@ def _run(command, seconds=240):
                             text=True, seconds=seconds, what="a training command")
 
 
+def _in_process(command, capsys=None):
+    """`command` (`_command`'s) run by `elmo_tf.cli.main` in this process, where what is tested
+    is not a process of its own (a process costs TensorFlow's start-up): its exit status, and
+    its stdout and stderr when `capsys` is given."""
+    from elmo_tf import cli
+
+    if capsys is not None:
+        capsys.readouterr()
+    try:
+        status = cli.main(command[3:])  # after `python -m elmo_tf.cli`
+    except SystemExit as exit_info:
+        status = exit_info.code
+    out = capsys.readouterr() if capsys is not None else None
+    return status, out and out.out, out and out.err
+
+
 def _checkpoint_steps(directory):
     names = os.listdir(directory) if os.path.isdir(directory) else []
     return sorted(int(m.group(1)) for m in map(CHECKPOINT.fullmatch, names) if m)
@@ -60,15 +76,12 @@ RECIPES = {"sentence": {**RECIPE, "mode": "sentence", "optimizer": "adam",
 @pytest.fixture(scope="module", params=list(RECIPES))
 def resumed(request, tmp_path_factory, corpus):
     """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
-    and the same command run without interruption in another directory, meanwhile."""
+    and the same command run without interruption in another directory (in this process)."""
     name = request.param
     base = tmp_path_factory.mktemp(f"resume_{name}")
     recipe = base / "recipe.json"
     recipe.write_text(json.dumps(RECIPES[name]))
     output, reference = base / "run", base / "uninterrupted"
-    with open(base / "uninterrupted.log", "w") as log:
-        uninterrupted = subprocess.Popen(_command(recipe, corpus["train"], reference), cwd=ROOT,
-                                         env=ENV, stdout=log, stderr=subprocess.STDOUT)
     with open(base / "killed.log", "w") as log:
         killed = subprocess.Popen(_command(recipe, corpus["train"], output), cwd=ROOT, env=ENV,
                                   stdout=log, stderr=subprocess.STDOUT)
@@ -88,7 +101,7 @@ def resumed(request, tmp_path_factory, corpus):
 
     again = _run(_command(recipe, corpus["train"], output))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert uninterrupted.wait(timeout=subprocesses.limit(240)) == 0, (base / "uninterrupted.log").read_text()[-3000:]
+    assert _in_process(_command(recipe, corpus["train"], reference))[0] == 0
     return {"mode": RECIPES[name]["mode"], "name": name, "recipe": recipe,
             "corpus": corpus["train"], "output": output,
             "reference": reference, "listing": listing, "complete": complete, "again": again}
@@ -149,7 +162,7 @@ def test_the_resumed_model_equals_an_uninterrupted_run(resumed):
     assert int(h5_values(run / "language_model.weights.h5")["optimizer/vars/0"]) == STEPS
 
 
-def test_running_a_finished_command_again_does_not_retrain(resumed):
+def test_running_a_finished_command_again_does_not_retrain(resumed, capsys):
     """The library restores the last checkpoint (step 12), `fit` has no epoch left to run, and
     the outputs are written again from the restored model: the same weights and optimizer
     state."""
@@ -157,33 +170,34 @@ def test_running_a_finished_command_again_does_not_retrain(resumed):
     checkpoints = output / "checkpoints"
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in checkpoints.iterdir()}
     weights = h5_values(output / "language_model.weights.h5")
-    again = _run(_command(resumed["recipe"], resumed["corpus"], output))
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert f"trained {STEPS} steps" in again.stdout
-    assert _epochs(again.stderr) == [], again.stderr[-2000:]  # no training step ran
+    status, stdout, stderr = _in_process(_command(resumed["recipe"], resumed["corpus"], output),
+                                         capsys)
+    assert status == 0, stderr[-3000:]
+    assert f"trained {STEPS} steps" in stdout
+    assert _epochs(stderr) == [], stderr[-2000:]  # no training step ran
     after = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in checkpoints.iterdir()}
     assert after == before  # no checkpoint written, none removed
-    assert "has already trained its 12 steps" in again.stderr, again.stderr[-2000:]
+    assert "has already trained its 12 steps" in stderr, stderr[-2000:]
     for key, value in h5_values(output / "language_model.weights.h5").items():
         np.testing.assert_array_equal(value, weights[key], err_msg=key)
 
 
-def test_another_recipe_in_the_same_directory_is_refused(resumed):
+def test_another_recipe_in_the_same_directory_is_refused(resumed, capsys):
     output = resumed["output"]
     other = resumed["recipe"].with_name("other.json")
     mode = {"stream": "sentence", "sentence": "stream"}[resumed["mode"]]
     other.write_text(json.dumps({**RECIPES[resumed["name"]], "mode": mode}))
     run_json = (output / "run.json").read_text()
-    refused = _run(_command(other, resumed["corpus"], output))
-    assert refused.returncode == 2, (refused.stdout[-2000:], refused.stderr[-2000:])
-    assert "elmo-tf: error:" in refused.stderr and "run.json" in refused.stderr, refused.stderr
-    assert "holds another run" in refused.stderr and "--output" in refused.stderr
-    assert f"recipe.mode: '{resumed['mode']}' then, '{mode}' now" in refused.stderr
-    assert "recipe.batch_size" not in refused.stderr  # only what differs
+    status, stdout, stderr = _in_process(_command(other, resumed["corpus"], output), capsys)
+    assert status == 2, (stdout[-2000:], stderr[-2000:])
+    assert "elmo-tf: error:" in stderr and "run.json" in stderr, stderr
+    assert "holds another run" in stderr and "--output" in stderr
+    assert f"recipe.mode: '{resumed['mode']}' then, '{mode}' now" in stderr
+    assert "recipe.batch_size" not in stderr  # only what differs
     assert (output / "run.json").read_text() == run_json
 
 
-def test_a_larger_steps_later_trains_up_to_that_total(resumed):
+def test_a_larger_steps_later_trains_up_to_that_total(resumed, capsys):
     """`--steps` is a total: the finished 12-step run given `--steps 14` (and a checkpoint
     interval its step 12 is not a multiple of) trains 2 more steps, not 14 or a whole
     interval."""
@@ -193,8 +207,8 @@ def test_a_larger_steps_later_trains_up_to_that_total(resumed):
     command = _command(resumed["recipe"], resumed["corpus"], output)
     command[command.index("--steps") + 1] = "14"
     command[command.index("--checkpoint-every") + 1] = "5"
-    again = _run(command)
-    assert again.returncode == 0, again.stderr[-3000:]
-    assert "trained 14 steps" in again.stdout, again.stdout[-2000:]
+    status, stdout, stderr = _in_process(command, capsys)
+    assert status == 0, stderr[-3000:]
+    assert "trained 14 steps" in stdout, stdout[-2000:]
     assert _checkpoint_steps(output / "checkpoints")[-1] == 14
     assert int(h5_values(output / "language_model.weights.h5")["optimizer/vars/0"]) == 14
