@@ -6,10 +6,12 @@ teardown in CPU seconds: its worker process's, and its child processes' (those w
 
 On 2 cores the suite is bound by its CPU work, and a test's wall time in it depends on what the
 other worker runs meanwhile: `--durations` once showed 116 s for a fixture that takes 14 s
-alone, and 13 s of CPU in the suite too. CPU seconds compare two commits' tests where wall
-seconds cannot. Writes the run's wall seconds, its user and system CPU seconds (the pytest
-processes and every child), pytest's summary line, the CPU seconds per module, and the 40
-tests and fixtures that took the most.
+alone, and 13 s of CPU in the suite too. A single-threaded test's CPU seconds hardly depend on
+that; a multi-threaded process's do (TensorFlow's threads spin while they wait, more so beside
+an idle core): the mirrored strategy fixture took 114 to 168 CPU seconds in three runs of the
+same tests. Compare modules over several runs, not one. Writes the run's wall seconds, its user
+and system CPU seconds (the pytest processes and every child), pytest's summary line, the CPU
+seconds per module, and the 40 tests and fixtures that took the most.
 """
 
 import argparse
