@@ -8,10 +8,11 @@ On 2 cores the suite is bound by its CPU work, and a test's wall time in it depe
 other worker runs meanwhile: `--durations` once showed 116 s for a fixture that takes 14 s
 alone, and 13 s of CPU in the suite too. A single-threaded test's CPU seconds hardly depend on
 that; a multi-threaded process's do (TensorFlow's threads spin while they wait, more so beside
-an idle core): the mirrored strategy fixture took 114 to 168 CPU seconds in three runs of the
-same tests. Compare modules over several runs, not one. Writes the run's wall seconds, its user
-and system CPU seconds (the pytest processes and every child), pytest's summary line, the CPU
-seconds per module, and the 40 tests and fixtures that took the most.
+an idle core): the mirrored strategy fixture took 114, 144 and 168 CPU seconds in three runs
+of nearly the same tests. Compare modules over several runs, not one. Writes the run's wall
+seconds, its user and system CPU seconds (the pytest processes and every waited-for child),
+pytest's summary line, the CPU seconds per module, and the 40 tests and fixtures that took the
+most.
 """
 
 import argparse
@@ -79,7 +80,7 @@ def report(rows):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
                                                          "suite_cpu-cpu.json"))
     args, pytest_args = parser.parse_known_args()

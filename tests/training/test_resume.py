@@ -14,6 +14,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests import subprocesses
 from tests.conftest import CPU_ONLY_ENV, kill_when
@@ -76,7 +77,8 @@ RECIPES = {"sentence": {**RECIPE, "mode": "sentence", "optimizer": "adam",
 @pytest.fixture(scope="module", params=list(RECIPES))
 def resumed(request, tmp_path_factory, corpus):
     """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
-    and the same command run without interruption in another directory (in this process)."""
+    and the same command run without interruption in another directory (in this process, unless
+    it sees a GPU: the commands run on CPUs)."""
     name = request.param
     base = tmp_path_factory.mktemp(f"resume_{name}")
     recipe = base / "recipe.json"
@@ -101,7 +103,12 @@ def resumed(request, tmp_path_factory, corpus):
 
     again = _run(_command(recipe, corpus["train"], output))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert _in_process(_command(recipe, corpus["train"], reference))[0] == 0
+    uninterrupted = _command(recipe, corpus["train"], reference)
+    if tf.config.list_physical_devices("GPU"):
+        done = _run(uninterrupted)
+        assert done.returncode == 0, done.stderr[-3000:]
+    else:
+        assert _in_process(uninterrupted)[0] == 0
     return {"mode": RECIPES[name]["mode"], "name": name, "recipe": recipe,
             "corpus": corpus["train"], "output": output,
             "reference": reference, "listing": listing, "complete": complete, "again": again}
@@ -210,5 +217,6 @@ def test_a_larger_steps_later_trains_up_to_that_total(resumed, capsys):
     status, stdout, stderr = _in_process(command, capsys)
     assert status == 0, stderr[-3000:]
     assert "trained 14 steps" in stdout, stdout[-2000:]
+    assert _epochs(stderr), stderr[-2000:]  # Keras's progress, on stderr
     assert _checkpoint_steps(output / "checkpoints")[-1] == 14
     assert int(h5_values(output / "language_model.weights.h5")["optimizer/vars/0"]) == 14
