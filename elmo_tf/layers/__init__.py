@@ -16,6 +16,6 @@ from elmo_tf.ops import softmax as sampled_softmax
 
 __all__ = [
     "AddSentenceBoundaries", "BiLMStack", "BiLSTMStack", "CharCNN", "Highway", "PhiloxDropout",
-    "ProjectedLSTM",
-    "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds", "sampled_softmax",
+    "ProjectedLSTM", "RemoveSentenceBoundaries", "ScalarMix", "TokenEncoder", "TokensToCharIds",
+    "sampled_softmax",
 ]

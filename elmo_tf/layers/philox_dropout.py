@@ -12,9 +12,8 @@ class PhiloxDropout(keras.layers.Dropout):
     Keras draws with TensorFlow's default algorithm, which TensorFlow's own kernels run as
     Philox but XLA on CPUs as a generator about 20x slower: a frozen classifier's compiled
     step was 0.097 s with Keras's `Dropout` and 0.042 s with this one (`docs/benchmarks.md`,
-    "Dropout under XLA"). Named here, Philox is fast on both paths; the
-    masks without XLA are Keras's, bit for bit. Under XLA the masks differ from those without
-    it, as Keras's do.
+    "Dropout under XLA"). Named here, Philox is fast on both paths; the masks without XLA are
+    Keras's, bit for bit. Under XLA the masks differ from those without it, as Keras's do.
 
     Args:
         rate: the fraction of the inputs dropped (in training), in [0, 1].

@@ -84,8 +84,9 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             enough to win back the compilation: `xla_pays_off_on_cpus`), `"on"` or `"off"`
             (`elmo_tf.training.use_xla`, `CompiledStep`); recorded in run.json (with the
             decision, `xla_compiled`), and a resumed run keeps the setting unless `xla` is
-            given. Compiled programs are kept in the persistent XLA cache (`elmo_tf.xla_cache`). Under XLA, dropout and the
-            sampled negatives come from XLA's own random generator, which ignores `seed`.
+            given. Compiled programs are kept in the persistent XLA cache
+            (`elmo_tf.xla_cache`). Under XLA, dropout and the sampled negatives come from
+            XLA's own random generator, which ignores `seed`.
         verbose: Keras `fit` verbosity.
 
     Returns:
