@@ -11,8 +11,9 @@ that; a multi-threaded process's do (TensorFlow's threads spin while they wait, 
 an idle core): the mirrored strategy fixture took 114, 144 and 168 CPU seconds in three runs
 of nearly the same tests. Compare modules over several runs, not one. Writes the run's wall
 seconds, its user and system CPU seconds (the pytest processes and every waited-for child),
-pytest's summary line, the CPU seconds per module, and the 40 tests and fixtures that took the
-most.
+pytest's summary line, the CPU seconds per module, the 40 tests and fixtures that took the
+most, and each worker's modules in the order it ran them, with how long one worker sat idle at
+the end.
 """
 
 import argparse
@@ -39,16 +40,17 @@ def _cpu():
     return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
-_ROWS = []  # [node id, phase, own CPU s, children's CPU s, wall s]
+_ROWS = []  # [node id, phase, own CPU s, children's CPU s, wall s, worker, start (epoch s)]
 
 
 def _phase(name):
     def hook(item):
-        own, children, started = *_cpu(), time.perf_counter()
+        own, children, started, epoch = *_cpu(), time.perf_counter(), time.time()
         yield
         after = _cpu()
         _ROWS.append([item.nodeid, name, after[0] - own, after[1] - children,
-                      time.perf_counter() - started])
+                      time.perf_counter() - started,
+                      os.environ.get("PYTEST_XDIST_WORKER", "controller"), epoch])
     hook.__name__ = f"pytest_runtest_{name}"
     return hook
 
@@ -67,16 +69,29 @@ if os.environ.get(DIRECTORY):  # loaded by pytest as a plugin (`-p bench.suite_c
 
 
 def report(rows):
-    """Per module and per test (fixtures apart), CPU seconds, from the plugin's rows."""
+    """Per module and per test (fixtures apart), CPU seconds, from the plugin's rows; and each
+    worker's modules in the order it ran them, with their first start and last end in seconds
+    from the suite's first test (where the suite's wall time goes: a worker that ends early
+    leaves a core idle)."""
     modules = collections.Counter()
-    for node, _, own, children, _ in rows:
+    for node, _, own, children, *_ in rows:
         modules[node.split("::")[0]] += own + children
     top = sorted(rows, key=lambda r: -(r[2] + r[3]))[:TOP]
+    start = min(r[6] for r in rows)
+    workers = collections.defaultdict(dict)  # worker: {module: [first start, last end]}
+    for node, _, _, _, wall, worker, epoch in sorted(rows, key=lambda r: r[6]):
+        span = workers[worker].setdefault(node.split("::")[0], [epoch - start, 0.0])
+        span[1] = max(span[1], epoch + wall - start)
+    ends = [max(end for _, end in spans.values()) for spans in workers.values()]
     return {"cpu_seconds_in_tests": round(sum(r[2] + r[3] for r in rows), 1),
             "modules": {m: round(s, 1) for m, s in modules.most_common()},
             "top": [{"test": node, "phase": phase, "cpu_seconds": round(own + children, 1),
                      "children_cpu_seconds": round(children, 1), "wall_seconds": round(wall, 1)}
-                    for node, phase, own, children, wall in top]}
+                    for node, phase, own, children, wall, *_ in top],
+            "idle_tail_seconds": round(max(ends) - min(ends), 1),
+            "workers": {worker: [[module, round(first, 1), round(last, 1)]
+                                 for module, (first, last) in spans.items()]
+                        for worker, spans in sorted(workers.items())}}
 
 
 def main():
@@ -117,6 +132,7 @@ def main():
           f"({result['cpu_seconds_in_tests']:.0f} s in the tests); wrote {args.output}")
     for name, seconds in list(result["modules"].items())[:15]:
         print(f"{seconds:8.1f}  {name}")
+    print(f"one worker idle for the last {result['idle_tail_seconds']:.0f} s")
     return done.returncode
 
 
