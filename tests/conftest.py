@@ -20,13 +20,6 @@ CPU_ONLY_ENV = {"CUDA_VISIBLE_DEVICES": ""}
 
 import h5py  # noqa: E402
 import pytest  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-# As many xdist workers as cores: each computes with one thread, instead of each starting a
-# pool as wide as the machine whose threads then spin beside the other worker's. Subprocesses
-# keep TensorFlow's default (the mirrored replicas need more than one).
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")) >= (os.cpu_count() or 1):
-    tf.config.threading.set_intra_op_parallelism_threads(1)
 
 from tests import reference  # noqa: E402
 
@@ -34,10 +27,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BILM_TF = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
 
 
-# The costliest modules, most CPU first (`bench/suite_cpu.py`, its JSONs in bench/results/): the
-# two xdist workers take them first, so that the cheap modules fill in at the end instead of
-# one worker running a long module alone while the other is idle. The others keep their order.
-# An ordering only: a module missing here or renamed costs time, not correctness.
+# The costliest modules, most CPU first (bench/results/suite_cpu-epyc-*.json, `bench/suite_cpu.py`):
+# the two xdist workers take them first, so that the cheap modules fill in at the end instead
+# of one worker running a long module alone while the other is idle. The others keep their
+# order. An ordering only: a module missing here or renamed costs time, not correctness.
 COSTLIEST_FIRST = (
     "training/test_finetuning.py", "training/test_distributed.py", "test_bad_inputs.py",
     "models/masked_elmo/test_masked_elmo.py", "training/test_resume.py",
@@ -59,6 +52,8 @@ def pytest_collection_modifyitems(items):
 @pytest.fixture(scope="session", autouse=True)
 def no_tf32():
     """Full float32 matmuls on GPUs for the whole session (see NVIDIA_TF32_OVERRIDE above)."""
+    import tensorflow as tf
+
     tf.config.experimental.enable_tensor_float_32_execution(False)
 
 
