@@ -27,28 +27,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 BILM_TF = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
 
 
-# The costliest modules, most CPU first (bench/results/suite_cpu-epyc-*.json, `bench/suite_cpu.py`):
-# the two xdist workers take them first, so that the cheap modules fill in at the end instead
-# of one worker running a long module alone while the other is idle. The others keep their
-# order. An ordering only: a module missing here or renamed costs time, not correctness.
-COSTLIEST_FIRST = (
-    "training/test_finetuning.py", "training/test_distributed.py", "test_bad_inputs.py",
-    "models/masked_elmo/test_masked_elmo.py", "training/test_resume.py",
-    "models/downstream/test_downstream_tasks.py", "training/test_pretraining.py",
-    "training/test_xla.py", "export/test_saved_model.py", "models/test_presets.py",
-    "models/elmo/test_elmo_language_model.py",
-    "models/masked_elmo/test_replaced_token_detection.py",
-    "models/elmo/test_elmo_backbone.py")
-
-
-def pytest_collection_modifyitems(items):
-    def rank(item):
-        module = item.nodeid.split("::")[0].removeprefix("tests/")
-        return COSTLIEST_FIRST.index(module) if module in COSTLIEST_FIRST else len(COSTLIEST_FIRST)
-
-    items.sort(key=rank)  # stable: the order within a rank is kept
-
-
 @pytest.fixture(scope="session", autouse=True)
 def no_tf32():
     """Full float32 matmuls on GPUs for the whole session (see NVIDIA_TF32_OVERRIDE above)."""
