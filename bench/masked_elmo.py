@@ -18,6 +18,11 @@ accumulation ablation (issue 11), on the device TensorFlow picks (CPU here).
   as on a GPU by default): static shapes, so the selected positions are sorted first and
   scored in as many of 8 equal chunks as they fill (`map_leading_rows`), against every
   position scored.
+* `speed_rtd_xla`: Masked ELMo with the replaced-token detection (weight 50, the cloze loss
+  off) at 40 % selected, its step compiled by XLA: the generator's softmax and draws on the
+  selected positions sorted first, in as many of 8 equal chunks as they fill, against every
+  position scored and drawn (`EveryRowReplacedTokenElmo`, as before), the speed part's batch
+  and the C nearest ELMo's parameters; steps alternated, medians of the repeats.
 * ablation of mask accumulation: `tiny_masked` trained on the built-in generated corpus for the
   same number of steps and rows (equal recurrent compute) with masks_per_sentence K = 1, 2, 4,
   two seeds each; the held-out masked-LM perplexity on one fixed masking (seed 0) of 500
@@ -113,9 +118,31 @@ class EveryRowMaskedElmo(MaskedElmoLanguageModel):
         return tf.reduce_sum(nll), tf.reduce_sum(tf.cast(valid, tf.float32))
 
 
-def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, xla=False, **cell):
-    config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **cell})
-    model = model_class(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES)
+class EveryRowReplacedTokenElmo(MaskedElmoLanguageModel):
+    """The replaced-token detection's generator as before: under XLA every position scored
+    and drawn, those without a target weighted 0."""
+
+    def selected_nll(self, outputs, targets, training, seed=None, columns=None, drawable=None,
+                     sparse=True):
+        if drawable is None or not self.xla:
+            return super().selected_nll(outputs, targets, training, seed, columns, drawable,
+                                        sparse)
+        targets = tf.cast(targets, tf.int32)
+        selected = targets >= 0
+        nll, words = self.softmax.nll_and_samples(outputs, tf.maximum(targets, 0), training,
+                                                  seed, drawable)
+        return (tf.reduce_sum(tf.where(selected, nll, 0.0)),
+                tf.reduce_sum(tf.cast(selected, tf.float32)), tf.where(selected, words, -1))
+
+
+def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, xla=False, **options):
+    """Masked ELMo at the speed parts' shapes; `options`: the config's (a cell's) and the
+    language model's own (`replaced_token_weight`)."""
+    own = {k: options.pop(k) for k in ("replaced_token_weight",) if k in options}
+    config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **options})
+    model = model_class(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES, **own)
+    if own:
+        model.set_vocabulary(["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(3, VOCABULARY)])
     model.compile(optimizer=optimizer(), xla=xla)
     return model
 
@@ -191,6 +218,34 @@ def speed(repeats, steps, rates=(0.15, 0.4), xla=False):
             "every_row_over_selected": {
                 rate: median[f"masked_elmo_every_row {rate}"] / median[f"masked_elmo {rate}"]
                 for rate in selected}}
+
+
+def speed_rtd_xla(repeats, steps, rate=0.4):
+    """The replaced-token detection's compiled step, its generator on the selected positions
+    against every position (`EveryRowReplacedTokenElmo`)."""
+    keras.utils.set_random_seed(0)
+    target = backbone_parameters(elmo_model())
+    sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
+    lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
+    _, (x, y), tokens = batches(np.random.default_rng(0), rate)
+    # The originals of every real token (the detection's labels), the selected ones' included.
+    words = np.random.default_rng(1).integers(3, VOCABULARY, y["targets"].shape)
+    valid = x["char_ids"][..., 0] > 0
+    y = {**y, "cloze_targets": np.where(y["targets"] >= 0, y["targets"],
+                                        np.where(valid, words, -1)).astype("int32")}
+    runs = {name: (masked_model(lstm_dim, model_class, True, replaced_token_weight=50.0), (x, y))
+            for name, model_class in (("selected", MaskedElmoLanguageModel),
+                                      ("every_row", EveryRowReplacedTokenElmo))}
+    times = alternated_step_seconds(runs, repeats, steps)
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    return {"xla": True, "selection_rate": rate, "replaced_token_weight": 50.0,
+            "batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
+            "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
+            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": sizes[lstm_dim]},
+            "selected_tokens": int((y["targets"] >= 0).sum()), "rows": int(y["targets"].size),
+            "step_seconds": times, "step_seconds_median": median,
+            # > 1: the generator on the selected positions only is faster.
+            "every_row_over_selected": median["every_row"] / median["selected"]}
 
 
 def ablation_data():
@@ -389,8 +444,8 @@ def no_projection_size(target, parameters, high):
     return size, parameters(size)
 
 
-PARTS = ["speed", "speed_xla", "mask_accumulation", "tbptt", "tbptt_documents", "cell_speed",
-         "cell_loss", "selection_rate"]
+PARTS = ["speed", "speed_xla", "speed_rtd_xla", "mask_accumulation", "tbptt", "tbptt_documents",
+         "cell_speed", "cell_loss", "selection_rate"]
 # `tiny_masked`'s selection rate, chosen by measurement (issue 38): BERT's 15 %, the larger
 # recipes' 40 % and between; the step count of the run the issue reported (1,500 steps on a
 # real corpus of 0.87 M words: 40 % scored 332, 15 % 276).
@@ -528,6 +583,11 @@ def main():
             print(json.dumps({k: report[part][k] for k in (
                 "tokens_per_second", "masked_over_elmo", "every_row_over_selected")}),
                 flush=True)
+        elif part == "speed_rtd_xla":
+            report[part] = speed_rtd_xla(repeats=2 if args.quick else 5,
+                                         steps=2 if args.quick else 5)
+            print(json.dumps({k: report[part][k] for k in (
+                "step_seconds_median", "every_row_over_selected")}), flush=True)
         elif part == "mask_accumulation":
             report["mask_accumulation"] = ablation(steps=20 if args.quick else 400,
                                                    seeds=[0] if args.quick else [0, 1],

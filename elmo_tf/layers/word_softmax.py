@@ -6,9 +6,14 @@ import keras
 import tensorflow as tf
 
 from elmo_tf.checks import check_positive_ints
-from elmo_tf.ops.chunking import map_in_chunks
+from elmo_tf.ops.chunking import map_in_chunks, map_leading_rows
 from elmo_tf.ops.random import stateless_uniform
-from elmo_tf.ops.softmax import MAX_LOGITS_PER_CHUNK, full_softmax_nll, sampled_softmax_nll
+from elmo_tf.ops.softmax import (
+    LEADING_ROW_CHUNKS,
+    MAX_LOGITS_PER_CHUNK,
+    full_softmax_nll,
+    sampled_softmax_nll,
+)
 
 
 @keras.saving.register_keras_serializable(package="elmo_tf")
@@ -80,7 +85,8 @@ class WordSoftmax(keras.layers.Layer):
                                        self.num_negatives, seed, columns, count)
         return full_softmax_nll(self.kernel, self.bias, outputs, targets, columns, count)
 
-    def nll_and_samples(self, outputs, targets, training=False, seed=None, drawable=None):
+    def nll_and_samples(self, outputs, targets, training=False, seed=None, drawable=None,
+                        count=None):
         """Each row's NLL (as `call`) and a word drawn from the row's full softmax: a
         generator's loss and its samples (`MaskedElmoLanguageModel`'s replaced-token
         detection).
@@ -96,20 +102,24 @@ class WordSoftmax(keras.layers.Layer):
             seed: int32 `[2]`: the candidates' seed (drawn when None); the draw's is folded
                 from it.
             drawable: bool `[V]`, the words that may be drawn (all when None).
+            count: int32 scalar: only the first `count` rows are scored and draw (static
+                shapes, as `call`'s `count`); the others' NLLs and words are 0.
 
         Returns:
             `(nll, words)`: float32 `[n]` and int32 `[n]`.
         """
         seed = self.draw_seed() if seed is None else seed
-        return (self(outputs, targets, training=training, seed=seed),
+        return (self(outputs, targets, training=training, seed=seed, count=count),
                 self.draw(outputs, tf.random.experimental.stateless_fold_in(seed, 1),
-                          drawable))
+                          drawable, count))
 
-    def draw(self, outputs, seed, drawable=None):
+    def draw(self, outputs, seed, drawable=None, count=None):
         """One word per row of `outputs` `[n, P]` drawn from its full softmax (the Gumbel-max
         trick, no gradient), a bounded number of rows at a time as the full softmax's loss;
         `seed`: int32 `[2]`; `drawable`: bool `[V]`, the words that may be drawn (all when
-        None). Returns int32 `[n]`."""
+        None); `count`: only the first `count` rows draw, in as many of `LEADING_ROW_CHUNKS`
+        equal chunks as they fill (`map_leading_rows`), the others' words are 0. Returns
+        int32 `[n]`."""
         kernel = tf.stop_gradient(tf.convert_to_tensor(self.kernel))
         bias = tf.stop_gradient(tf.convert_to_tensor(self.bias))
         if drawable is not None:
@@ -128,10 +138,14 @@ class WordSoftmax(keras.layers.Layer):
             gumbel = tf.cast(-tf.math.log(-tf.math.log(uniform)), tf.float32)
             return tf.cast(tf.argmax(logits + gumbel, axis=-1), tf.int32)
 
+        def bounded(rows):
+            return map_in_chunks(chunk, rows, max(1, MAX_LOGITS_PER_CHUNK // self.vocabulary_size),
+                                 tf.TensorSpec([None], tf.int32))
+
         index = tf.cast(tf.range(tf.shape(outputs)[0]), tf.float32)[:, None]
-        return map_in_chunks(chunk, tf.concat([outputs, index], 1),
-                             max(1, MAX_LOGITS_PER_CHUNK // self.vocabulary_size),
-                             tf.TensorSpec([None], tf.int32))
+        rows = tf.concat([outputs, index], 1)
+        return bounded(rows) if count is None else map_leading_rows(
+            bounded, rows, count, LEADING_ROW_CHUNKS, tf.int32)
 
     def draw_seed(self):
         """A new int32 `[2]` seed for the sampled candidates. The op's seed is the same on

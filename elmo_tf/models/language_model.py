@@ -95,7 +95,8 @@ class LanguageModel(Task, keras.Model):
         With `drawable` (bool `[V]`: the words that may be drawn), each of those rows also
         draws a word from its full softmax (`WordSoftmax.nll_and_samples`: a generator's
         samples): `(sum, count, drawn)`, `drawn` int32 `[n]`, -1 at the rows without a target;
-        under XLA every row is then scored, and those without a target weigh 0.
+        under XLA the rows with a target are sorted first, scored and drawn in equal chunks as
+        with `sparse`, and each drawn word goes back to its row.
         """
         targets = tf.cast(targets, tf.int32)
         selected = targets >= 0
@@ -111,16 +112,17 @@ class LanguageModel(Task, keras.Model):
                                                       drawable)
             return (tf.reduce_sum(nll), tf.cast(count, tf.float32),
                     tf.tensor_scatter_nd_update(tf.fill(tf.shape(targets), -1), where, words))
-        if drawable is not None:
-            nll, words = self.softmax.nll_and_samples(outputs, tf.maximum(targets, 0), training,
-                                                      seed, drawable)
-            return (tf.reduce_sum(tf.where(selected, nll, 0.0)), tf.cast(count, tf.float32),
-                    tf.where(selected, words, -1))
-        if sparse:
+        if sparse or drawable is not None:
             order = tf.argsort(tf.cast(~selected, tf.int32), stable=True)  # selected first
-            nll = self.softmax(tf.gather(outputs, order),
-                               tf.gather(tf.maximum(targets, 0), order), training=training,
-                               seed=seed, columns=columns, count=count)  # 0 past count
+            rows, row_targets = tf.gather(outputs, order), tf.gather(tf.maximum(targets, 0), order)
+            if drawable is not None:
+                nll, words = self.softmax.nll_and_samples(rows, row_targets, training, seed,
+                                                          drawable, count)  # 0 past count
+                words = tf.scatter_nd(order[:, None], words, tf.shape(targets))  # row order
+                return (tf.reduce_sum(nll), tf.cast(count, tf.float32),
+                        tf.where(selected, words, -1))
+            nll = self.softmax(rows, row_targets, training=training, seed=seed, columns=columns,
+                               count=count)  # 0 past count
         else:
             nll, _ = self.word_nll(outputs, targets, training, seed=seed, columns=columns)
         return tf.reduce_sum(nll), tf.cast(count, tf.float32)

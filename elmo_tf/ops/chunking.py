@@ -48,7 +48,7 @@ def map_in_chunks(fn, x, max_rows, fn_output_signature):
         lambda v: tf.reshape(v, tf.concat([[-1], tf.shape(v)[2:]], 0))[:n], out)
 
 
-def map_leading_rows(fn, x, count, chunks):
+def map_leading_rows(fn, x, count, chunks, dtype=tf.float32):
     """`fn` over the first `count` rows of `x`, with static shapes: the rows in `chunks` equal
     chunks, and only the chunks that hold one of the first `count` rows computed; every other
     row's value is 0.
@@ -60,14 +60,15 @@ def map_leading_rows(fn, x, count, chunks):
     their values dropped).
 
     Args:
-        fn: maps a structure like `x` of `[rows, ...]` tensors to float32 `[rows]`.
+        fn: maps a structure like `x` of `[rows, ...]` tensors to `dtype` `[rows]`.
         x: a structure of tensors with the same first axis, of n rows.
         count: int32 scalar, at most n.
         chunks: Python int, the number of equal chunks the rows are split into (the last
             padded with zeros, which `fn` must accept).
+        dtype: what `fn` returns (float32: a loss; int32: a generator's drawn words).
 
     Returns:
-        float32 `[n]`: `fn`'s values on the first `count` rows, 0 on the others.
+        `dtype` `[n]`: `fn`'s values on the first `count` rows, 0 on the others.
 
     Example:
     >>> map_leading_rows(lambda t: tf.cast(t, tf.float32) * 2, tf.range(6), 3, chunks=3)
@@ -84,8 +85,9 @@ def map_leading_rows(fn, x, count, chunks):
         return i + 1, tf.tensor_scatter_nd_update(out, [[i]], values[None])
 
     _, out = tf.while_loop(lambda i, _: i < needed, body,
-                           (tf.constant(0), tf.zeros([chunks, rows])), maximum_iterations=chunks)
-    return tf.where(tf.range(n) < count, tf.reshape(out, [-1])[:n], 0.0)
+                           (tf.constant(0), tf.zeros([chunks, rows], dtype)),
+                           maximum_iterations=chunks)
+    return tf.where(tf.range(n) < count, tf.reshape(out, [-1])[:n], tf.zeros([], dtype))
 
 
 def _split_rows(t, chunks, rows):

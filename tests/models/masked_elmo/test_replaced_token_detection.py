@@ -70,7 +70,7 @@ def test_the_loss_against_numpy_with_the_drawn_words_in_place(xla):
     the cloze weight x the cloze mean NLL on the discriminator's first layer."""
     weight, cloze_weight, drawn = 50.0, 0.5, 7
     model = _model(weight, cloze_weight)
-    model.xla = xla  # the branch that scores and draws every row, as compiled steps do
+    model.xla = xla  # the branch compiled steps take: the selected rows sorted first
     bias = np.zeros(len(WORDS), np.float32)
     bias[drawn] = 60.0
     model.softmax.bias.assign(bias)
@@ -190,9 +190,54 @@ def test_it_trains_from_a_recipe_and_evaluates_held_out(corpus):
     assert again["replaced_token_accuracy"] == results["replaced_token_accuracy"]
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_under_xla_the_generator_scores_and_draws_its_selected_rows_only(training, monkeypatch):
+    """An equal footing with ELMo for the generator too: with static shapes (XLA) its softmax
+    and its draws take the rows with a target sorted first and compute the first `count`
+    (`map_leading_rows`: as many equal chunks as they fill), not every position; each drawn
+    word goes back to its own row. A softmax that puts each row's mass on one word of its own
+    (logit 30 against 0) makes the draws known: the same words, NLLs and count as without XLA,
+    where the selected rows are gathered."""
+    model = _model()
+    vocabulary, width = len(WORDS), model.backbone.output_dim
+    assert width >= vocabulary
+    model.softmax.kernel.assign(np.eye(vocabulary, width, dtype=np.float32))
+    model.softmax.bias.assign(np.zeros(vocabulary, np.float32))
+    words = np.array([3, 9, 4, 12, 5, 17, 8, 6])  # each row's word
+    targets = np.array([-1, 9, -1, 3, 5, -1, -1, 16])  # 4 selected, the first not
+    outputs = tf.constant(30 * np.eye(width, dtype=np.float32)[words])
+    drawable = tf.ones([vocabulary], bool)
+    seed = tf.constant([1, 2])
+    calls = []
+    call, draw = model.softmax.call, model.softmax.draw
+    monkeypatch.setattr(model.softmax, "call", lambda rows, row_targets, **kwargs: (
+        calls.append(("nll", rows.shape[0], kwargs.get("count"))) or
+        call(rows, row_targets, **kwargs)))
+    monkeypatch.setattr(model.softmax, "draw", lambda rows, *args: (
+        calls.append(("draw", rows.shape[0], args[2] if len(args) > 2 else None)) or
+        draw(rows, *args)))
+    results = {}
+    for xla in (False, True):
+        model.xla = xla
+        calls.clear()
+        total, count, drawn = model.selected_nll(outputs, tf.constant(targets), training, seed,
+                                                 drawable=drawable)
+        results[xla] = float(total), float(count), drawn.numpy()
+        if xla:  # every row passed, the 4 selected first and counted
+            assert [(kind, rows, int(n)) for kind, rows, n in calls] == [("nll", 8, 4),
+                                                                         ("draw", 8, 4)]
+        else:  # the 4 selected rows gathered
+            assert calls == [("nll", 4, None), ("draw", 4, None)]
+    np.testing.assert_array_equal(results[True][2], np.where(targets >= 0, words, -1))
+    np.testing.assert_array_equal(results[False][2], results[True][2])
+    assert results[True][1] == results[False][1] == 4
+    assert results[True][0] == pytest.approx(results[False][0], rel=1e-6)
+
+
 def test_its_training_step_compiles_with_xla(corpus):
-    """The compiled step (every row scored and drawn, static shapes) on one padded batch:
-    it trains (the generator's loss on that batch falls) and scores it."""
+    """The compiled step (static shapes: the generator's selected rows scored and drawn in
+    equal chunks) on one padded batch: it trains (the generator's loss on that batch falls)
+    and scores it."""
     sentences, vocabulary = corpus
     recipe = Recipe.from_dict({"base": "tiny_masked", "replaced_token_weight": 50.0,
                                "cloze_weight": 1.0, "batch_size": 8, "num_negatives": 16})
