@@ -77,12 +77,12 @@ def report(rows):
     for node, _, own, children, *_ in rows:
         modules[node.split("::")[0]] += own + children
     top = sorted(rows, key=lambda r: -(r[2] + r[3]))[:TOP]
-    start = min(r[6] for r in rows)
+    start = min((r[6] for r in rows), default=0.0)  # no rows: no test ran
     workers = collections.defaultdict(dict)  # worker: {module: [first start, last end]}
     for node, _, _, _, wall, worker, epoch in sorted(rows, key=lambda r: r[6]):
         span = workers[worker].setdefault(node.split("::")[0], [epoch - start, 0.0])
         span[1] = max(span[1], epoch + wall - start)
-    ends = [max(end for _, end in spans.values()) for spans in workers.values()]
+    ends = [max(end for _, end in spans.values()) for spans in workers.values()] or [0.0]
     return {"cpu_seconds_in_tests": round(sum(r[2] + r[3] for r in rows), 1),
             "modules": {m: round(s, 1) for m, s in modules.most_common()},
             "top": [{"test": node, "phase": phase, "cpu_seconds": round(own + children, 1),

@@ -102,8 +102,8 @@ class WordSoftmax(keras.layers.Layer):
             seed: int32 `[2]`: the candidates' seed (drawn when None); the draw's is folded
                 from it.
             drawable: bool `[V]`, the words that may be drawn (all when None).
-            count: int32 scalar: only the first `count` rows are scored and draw (static
-                shapes, as `call`'s `count`); the others' NLLs and words are 0.
+            count: int32 scalar: only the first `count` rows are scored and draw a word
+                (static shapes, as `call`'s `count`); the others' NLLs and words are 0.
 
         Returns:
             `(nll, words)`: float32 `[n]` and int32 `[n]`.

@@ -194,17 +194,20 @@ def test_it_trains_from_a_recipe_and_evaluates_held_out(corpus):
 def test_under_xla_the_generator_scores_and_draws_its_selected_rows_only(training, monkeypatch):
     """An equal footing with ELMo for the generator too: with static shapes (XLA) its softmax
     and its draws take the rows with a target sorted first and compute the first `count`
-    (`map_leading_rows`: as many equal chunks as they fill), not every position; each drawn
-    word goes back to its own row. A softmax that puts each row's mass on one word of its own
-    (logit 30 against 0) makes the draws known: the same words, NLLs and count as without XLA,
-    where the selected rows are gathered."""
+    (`map_leading_rows`: as many equal chunks as they fill, here 3 chunks of 2 rows for 5
+    selected of 11, one row computed and dropped), not every position; each drawn word goes
+    back to its own row. A softmax that puts each row's mass on one word of its own (logit 30
+    against 0) makes the draws known, and the full softmax's NLLs a closed form; training's
+    sampled softmax (4 candidates of 20 words, one seed) gives the same sums both ways."""
     model = _model()
+    model.softmax.num_negatives = 4 if training else model.softmax.num_negatives
+    assert model.softmax.samples == training
     vocabulary, width = len(WORDS), model.backbone.output_dim
     assert width >= vocabulary
     model.softmax.kernel.assign(np.eye(vocabulary, width, dtype=np.float32))
     model.softmax.bias.assign(np.zeros(vocabulary, np.float32))
-    words = np.array([3, 9, 4, 12, 5, 17, 8, 6])  # each row's word
-    targets = np.array([-1, 9, -1, 3, 5, -1, -1, 16])  # 4 selected, the first not
+    words = np.array([3, 9, 4, 12, 5, 17, 8, 6, 10, 11, 13])  # each row's word
+    targets = np.array([-1, 9, -1, 3, 5, -1, -1, 16, -1, 11, -1])  # 5 selected, not first
     outputs = tf.constant(30 * np.eye(width, dtype=np.float32)[words])
     drawable = tf.ones([vocabulary], bool)
     seed = tf.constant([1, 2])
@@ -223,15 +226,26 @@ def test_under_xla_the_generator_scores_and_draws_its_selected_rows_only(trainin
         total, count, drawn = model.selected_nll(outputs, tf.constant(targets), training, seed,
                                                  drawable=drawable)
         results[xla] = float(total), float(count), drawn.numpy()
-        if xla:  # every row passed, the 4 selected first and counted
-            assert [(kind, rows, int(n)) for kind, rows, n in calls] == [("nll", 8, 4),
-                                                                         ("draw", 8, 4)]
-        else:  # the 4 selected rows gathered
-            assert calls == [("nll", 4, None), ("draw", 4, None)]
+        if xla:  # every row passed, the 5 selected first and counted
+            assert [(kind, rows, int(n)) for kind, rows, n in calls] == [("nll", 11, 5),
+                                                                         ("draw", 11, 5)]
+        else:  # the 5 selected rows gathered
+            assert calls == [("nll", 5, None), ("draw", 5, None)]
     np.testing.assert_array_equal(results[True][2], np.where(targets >= 0, words, -1))
     np.testing.assert_array_equal(results[False][2], results[True][2])
-    assert results[True][1] == results[False][1] == 4
+    assert results[True][1] == results[False][1] == 5
     assert results[True][0] == pytest.approx(results[False][0], rel=1e-6)
+    if not training:  # log(e^30 + 19) - 30 where the row's word is its target, else log(e^30 + 19)
+        selected = targets >= 0
+        expected = np.sum(np.logaddexp(30.0, np.log(vocabulary - 1.0))
+                          - 30.0 * (targets == words)[selected])
+        assert results[True][0] == pytest.approx(expected, rel=1e-6)
+    # `draw`'s `count` itself: the rows past it draw nothing (0); and nothing selected at all.
+    first = model.softmax.draw(outputs, seed, drawable, tf.constant(4)).numpy()
+    np.testing.assert_array_equal(first, np.where(np.arange(11) < 4, words, 0))
+    total, count, drawn = model.selected_nll(outputs, tf.fill([11], -1), training, seed,
+                                             drawable=drawable)
+    assert (float(total), float(count)) == (0.0, 0.0) and (drawn.numpy() == -1).all()
 
 
 def test_its_training_step_compiles_with_xla(corpus):
