@@ -135,16 +135,25 @@ class EveryRowReplacedTokenElmo(MaskedElmoLanguageModel):
                 tf.reduce_sum(tf.cast(selected, tf.float32)), tf.where(selected, words, -1))
 
 
-def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, xla=False, **options):
-    """Masked ELMo at the speed parts' shapes; `options`: the config's (a cell's) and the
-    language model's own (`replaced_token_weight`)."""
-    own = {k: options.pop(k) for k in ("replaced_token_weight",) if k in options}
-    config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **options})
-    model = model_class(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES, **own)
-    if own:
+def masked_model(lstm_dim, model_class=MaskedElmoLanguageModel, xla=False,
+                 replaced_token_weight=0.0, **cell):
+    """Masked ELMo at the speed parts' shapes (`cell`: the config's cell options), with the
+    replaced-token detection when `replaced_token_weight` > 0."""
+    config = MaskedElmoConfig(**{**ENCODER, "lstm_dim": lstm_dim, **cell})
+    model = model_class(MaskedElmoBackbone(config, dropout=0.1), VOCABULARY, NEGATIVES,
+                        replaced_token_weight=replaced_token_weight)
+    if replaced_token_weight:
         model.set_vocabulary(["<S>", "</S>", "<UNK>"] + [f"w{i}" for i in range(3, VOCABULARY)])
     model.compile(optimizer=optimizer(), xla=xla)
     return model
+
+
+def equal_parameter_lstm_dim(target):
+    """Masked ELMo's C (384 to 528, steps of 16) whose backbone parameter count is nearest
+    `target` (ELMo's): `(C, its parameter count)`."""
+    sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
+    lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
+    return lstm_dim, sizes[lstm_dim]
 
 
 def backbone_parameters(model):
@@ -189,9 +198,7 @@ def speed(repeats, steps, rates=(0.15, 0.4), xla=False):
     keras.utils.set_random_seed(0)
     elmo = elmo_model(xla)
     target = backbone_parameters(elmo)
-    # Masked ELMo's C with the nearest backbone parameter count.
-    sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
-    lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
+    lstm_dim, parameters = equal_parameter_lstm_dim(target)
     elmo_batch, _, tokens = batches(np.random.default_rng(0))
     runs, selected = {"elmo": (elmo, elmo_batch)}, {}
     for rate in rates:
@@ -207,7 +214,7 @@ def speed(repeats, steps, rates=(0.15, 0.4), xla=False):
             "batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
             "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
             "elmo": {"lstm_dim": 512, "backbone_parameters": target},
-            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": sizes[lstm_dim]},
+            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": parameters},
             "selected_tokens": selected,
             "step_seconds": times, "step_seconds_median": median,
             "tokens_per_second": {k: tokens / v for k, v in median.items()},
@@ -224,9 +231,7 @@ def speed_rtd_xla(repeats, steps, rate=0.4):
     """The replaced-token detection's compiled step, its generator on the selected positions
     against every position (`EveryRowReplacedTokenElmo`)."""
     keras.utils.set_random_seed(0)
-    target = backbone_parameters(elmo_model())
-    sizes = {c: backbone_parameters(masked_model(c)) for c in range(384, 544, 16)}
-    lstm_dim = min(sizes, key=lambda c: abs(sizes[c] - target))
+    lstm_dim, parameters = equal_parameter_lstm_dim(backbone_parameters(elmo_model()))
     _, (x, y), tokens = batches(np.random.default_rng(0), rate)
     # The originals of every real token (the detection's labels), the selected ones' included.
     words = np.random.default_rng(1).integers(3, VOCABULARY, y["targets"].shape)
@@ -241,7 +246,7 @@ def speed_rtd_xla(repeats, steps, rate=0.4):
     return {"xla": True, "selection_rate": rate, "replaced_token_weight": 50.0,
             "batch": f"{BATCH} sentences x up to {TIME} tokens ({tokens} real tokens)",
             "vocabulary": VOCABULARY, "num_negatives": NEGATIVES,
-            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": sizes[lstm_dim]},
+            "masked_elmo": {"lstm_dim": lstm_dim, "backbone_parameters": parameters},
             "selected_tokens": int((y["targets"] >= 0).sum()), "rows": int(y["targets"].size),
             "step_seconds": times, "step_seconds_median": median,
             # > 1: the generator on the selected positions only is faster.
