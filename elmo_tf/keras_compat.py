@@ -55,6 +55,18 @@ def sublayers(layer):
     return list(layer._flatten_layers(include_self=False, recursive=True))
 
 
+def run_graph(model, inputs, call):
+    """The outputs of functional `model`'s graph run on `inputs` (a structure like
+    `model.input`'s), each node computed by `call(layer, *args, **kwargs)` instead of
+    `layer(*args, **kwargs)`: on Keras tensors, the model's own layers re-wired into another
+    model, one of them fed tensors that are not among `inputs` (`FrozenBiLMHead`).
+
+    Private: `Function._run_through_graph`. The public `keras.models.clone_model(...,
+    call_function=)` does the same walk but builds a model of `inputs` alone, which refuses a
+    layer fed from elsewhere as a graph disconnected (no upstream issue found)."""
+    return model._run_through_graph(inputs, operation_fn=lambda layer: layer, call_fn=call)
+
+
 def keep_input_dtypes(layer):
     """Makes Keras pass `layer`'s call arguments as they come, not cast to the layer's dtype
     (so that a wrong dtype meets the layer's own, clear error).

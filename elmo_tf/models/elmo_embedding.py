@@ -24,7 +24,10 @@ class ElmoEmbedding(keras.layers.Layer):
 
     Input (through `TokensToCharIds`): string tokens `[batch, time]` padded with `""`, a
     `tf.RaggedTensor` of strings, nested lists of `str`, or int32 char ids `[batch, time, 50]`
-    as `elmo_tf.tokens_to_char_ids` makes them.
+    as `elmo_tf.tokens_to_char_ids` makes them. Or the backbone's outputs, computed before
+    (a frozen biLM's are the same at every epoch: `elmo-tf finetune` computes them once):
+    `{"layers_with_boundaries": [batch, layers, time + 2, dim], "mask_with_boundaries":
+    [batch, time + 2]}`, right-padded, as the backbone returns them; the mixes run on them.
 
     Args:
         backbone: a `Backbone`, e.g. an `ElmoBackbone`.
@@ -124,14 +127,38 @@ class ElmoEmbedding(keras.layers.Layer):
             mix.build((None, self.backbone.num_layers, None, self.backbone.output_dim))
 
     def __call__(self, inputs, *args, **kwargs):
-        inputs = as_tensor(inputs)  # Keras layers take tensors
-        # String tokens go through string ops, which XLA cannot compile; char ids compile (a
-        # task model's inputs). Called on strings once, the layer says so for good.
-        self.supports_jit = self.supports_jit and not is_strings(inputs)
+        if isinstance(inputs, dict):  # the backbone's outputs
+            inputs = self.check_backbone_outputs(inputs)
+        else:
+            inputs = as_tensor(inputs)  # Keras layers take tensors
+            # String tokens go through string ops, which XLA cannot compile; char ids compile
+            # (a task model's inputs). Called on strings once, the layer says so for good.
+            self.supports_jit = self.supports_jit and not is_strings(inputs)
         return super().__call__(inputs, *args, **kwargs)
 
     def call(self, inputs, training=None):
+        if isinstance(inputs, dict):  # the backbone's outputs, computed before
+            return self.mix(inputs, training)
         return self.mix(self.backbone_outputs(self.preprocessor(inputs), training), training)
+
+    def check_backbone_outputs(self, outputs):
+        """`outputs` (the backbone's, given in place of tokens) with its mask as bool; a
+        ValueError naming what is wrong unless they are the backbone's `layers_with_boundaries`
+        and `mask_with_boundaries` alone, of its layers and width."""
+        names = ("layers_with_boundaries", "mask_with_boundaries")
+        if sorted(outputs) != sorted(names):
+            raise ValueError(f"an ElmoEmbedding given its backbone's outputs takes {list(names)};"
+                             f" got {sorted(outputs)}.")
+        layers = outputs["layers_with_boundaries"]
+        expected = (self.backbone.num_layers, self.backbone.output_dim)
+        if len(layers.shape) != 4 or tuple(layers.shape[i] for i in (1, 3)) != expected:
+            raise ValueError(f"layers_with_boundaries must be [batch, {expected[0]} layers, time "
+                             f"+ 2, {expected[1]}] (this backbone's); got shape "
+                             f"{tuple(layers.shape)}.")
+        mask = outputs["mask_with_boundaries"]
+        return {"layers_with_boundaries": layers,
+                "mask_with_boundaries": mask if mask.dtype == "bool" else keras.ops.cast(
+                    mask, "bool")}
 
     def backbone_outputs(self, char_ids, training=None):
         """The backbone's outputs for `char_ids` (what `mix` takes), every one with its
@@ -155,10 +182,16 @@ class ElmoEmbedding(keras.layers.Layer):
         return representations[0] if len(representations) == 1 else representations
 
     def compute_mask(self, inputs, mask=None):
-        mask = self.preprocessor.compute_mask(inputs)
+        if isinstance(inputs, dict):  # right-padded: the tokens' mask is the boundaries' shifted
+            mask = inputs["mask_with_boundaries"][:, 2:]
+        else:
+            mask = self.preprocessor.compute_mask(inputs)
         return mask if self.num_output_representations == 1 else [mask] * len(self.scalar_mixes)
 
     def compute_output_shape(self, input_shape):
+        if isinstance(input_shape, dict):  # the backbone's outputs
+            batch, _, time, _ = input_shape["layers_with_boundaries"]
+            input_shape = (batch, None if time is None else time - 2)
         shape = tuple(input_shape[:2]) + (self.backbone.output_dim,)
         return shape if self.num_output_representations == 1 else [shape] * (
             self.num_output_representations)

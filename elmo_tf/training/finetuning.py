@@ -48,6 +48,7 @@ from elmo_tf.files import read_json, write_json_atomically
 from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, task_class, task_names
+from elmo_tf.models.downstream.frozen_bilm_head import FrozenBiLMHead
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
@@ -119,10 +120,18 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             machine's.
         verbose: Keras `fit` verbosity.
 
+    A frozen biLM (the default) gives a text the same outputs at every epoch: they are
+    computed once, for the train and dev texts (`Backbone.embed`, with a progress bar), kept
+    in memory, and the layers after the biLM train on them (`FrozenBiLMHead`: the same
+    variables, batches, dropout draws and loss; the same model up to float rounding), unless
+    they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the biLM then runs at every
+    step, as it does fine-tuned.
+
     Returns:
         `{"dev": {metric: score}, "dev_last_epoch": {...}, "best_epoch": k, "epochs": n,
-        "xla": compiled or not, "output": output}` (plus `"dev_mismatched"` for MNLI, `"test"`
-        and `"test_last_epoch"` with `test`).
+        "xla": compiled or not, "bilm_outputs_once": whether the run's last epochs trained on
+        the frozen biLM's outputs computed once (also in run.json), "output": output}` (plus
+        `"dev_mismatched"` for MNLI, `"test"` and `"test_last_epoch"` with `test`).
 
     Example:
     >>> finetune("glue/sst2", "runs/elmo", "runs/sst2", data_dir="glue_data")["dev"]
@@ -178,6 +187,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             model.compile(optimizer=keras.optimizers.Adam(learning_rate),
                           loss=model.task_loss(), xla="on" if compiled else "off")
             model.optimizer.build(model.trainable_variables)
+            # A frozen biLM's outputs are computed once per text; the task's layers after it
+            # train on them (the same variables and optimizer).
+            head = _frozen_bilm_head(model)
             if compiled:
                 logger.info("training %s with XLA (its text read in the input pipeline)",
                             type(model).__name__)
@@ -185,7 +197,12 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             logger.info("training on %d replicas, %d rows each", strategy.num_replicas_in_sync,
                         batch_size // strategy.num_replicas_in_sync)
 
+        given = {}  # the frozen biLM's outputs of the train and dev texts, once computed
+
         def score(examples):
+            if "dev" in given and examples is data["dev"]:
+                return _score(head, examples, batch_size, data["metrics"], compiled,
+                              given["dev"])
             return _score(model, examples, batch_size, data["metrics"], compiled)
         record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
         run.write_record(record)
@@ -204,18 +221,25 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         metric = data["metrics"][0]
         if done < epochs and not _stopped(record, patience):
             steps = math.ceil(len(data["train"][1]) / batch_size)
-            model.fit(_epochs(model, data["train"], batch_size, seed, done, epochs, compiled),
-                      initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
-                      verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
-                      callbacks=[_DevScore(model, score, data["dev"], record, run,
-                                           checkpoints, patience, metric, seed),
-                                 keras.callbacks.TensorBoard(run.logs),
-                                 # run.json's "speed": compilation, steps and scoring apart
-                                 StepTimes(run, record, tokens_per_step=None)])
+            if head is not None:
+                given.update(_frozen_bilm_outputs(model, {"train": data["train"][0],
+                                                          "dev": data["dev"][0]},
+                                                  batch_size, verbose) or {})
+            record["bilm_outputs_once"] = bool(given)  # how its epochs trained (the last ones)
+            (head if given else model).fit(
+                _epochs(model, data["train"], batch_size, seed, done, epochs, compiled,
+                        given.get("train")),
+                initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
+                verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
+                callbacks=[_DevScore(model, score, data["dev"], record, run,
+                                     checkpoints, patience, metric, seed),
+                           keras.callbacks.TensorBoard(run.logs),
+                           # run.json's "speed": compilation, steps and scoring apart
+                           StepTimes(run, record, tokens_per_step=None)])
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
-                   "output": output}
+                   "bilm_outputs_once": record.get("bilm_outputs_once", False), "output": output}
         if "test" in data:  # the last epoch's weights are its checkpoint's
             model.load_weights(checkpoints.path(len(record["epochs"])))
             results["test_last_epoch"] = score(data["test"])
@@ -443,26 +467,111 @@ def _build(cls, model_dir, labels, tokenizer, encoder_units, dropout, fine_tune_
     return cls.create(embedding, labels, tokenizer, encoder_units, dropout, **options)
 
 
-def _epochs(model, examples, batch_size, seed, first, last, compiled=False):
+def _epochs(model, examples, batch_size, seed, first, last, compiled=False, given=None):
     """The batches of epochs `first..last-1`, as the model's features (its preprocessor's):
     each epoch's order depends only on the seed and the epoch, so a resumed run sees what an
-    uninterrupted one does. `compiled`: the features padded to buckets (`_bucketed`)."""
+    uninterrupted one does. `compiled`: the features padded to buckets (`_bucketed`).
+    `given`: the frozen biLM's outputs of the texts (`_frozen_bilm_outputs`), added to each
+    batch as `FrozenBiLMHead` reads them."""
     texts, labels = examples
     x, y = model.inputs_for(texts), model.targets(labels)
     n = len(labels)
 
-    def features(x, y):
-        x, y = model.preprocessor(x), _dense(y)
-        return _bucketed((x, y)) if compiled else (x, y)
+    def features(i):
+        x_i, y_i = model.preprocessor(tf.nest.map_structure(lambda v: tf.gather(v, i), x)), \
+            _dense(tf.gather(y, i))
+        x_i, y_i = _bucketed((x_i, y_i)) if compiled else (x_i, y_i)
+        return (x_i if given is None else _with_given(x_i, given, i)), y_i
 
     def epoch(e):
         order = tf.argsort(tf.random.stateless_uniform([n], seed=tf.stack([seed, e])))
         batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size)
-        return batches.map(lambda i: features(tf.nest.map_structure(lambda v: tf.gather(v, i), x),
-                                              tf.gather(y, i)),
-                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        return batches.map(features, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
     return tf.data.Dataset.range(first, last).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
+
+
+# The frozen biLM's outputs of every text are kept in memory while a run trains, when they take
+# at most this many bytes (train and dev); else the biLM runs at every step.
+FROZEN_OUTPUTS_BYTES = 4 * 2**30
+
+
+def _frozen_bilm_head(model):
+    """A `FrozenBiLMHead` of `model`, compiled as it is, when its biLM is frozen (not
+    fine-tuned, no dropout, stateless: the same outputs at every epoch); else None."""
+    backbone = model.backbone
+    if model.embedding.fine_tune or backbone.dropout or getattr(backbone, "stateful", False):
+        return None
+    head = FrozenBiLMHead(model)
+    head.compile(optimizer=model.optimizer, loss=None, xla="on" if model.xla else "off")
+    return head
+
+
+def _frozen_bilm_outputs(model, splits, batch_size, verbose):
+    """The frozen biLM's outputs of the texts of each split (`{split: texts}`): `{split:
+    {feature: {"layers_with_boundaries": tf.RaggedTensor [texts, (time + 2), layers, dim]}}}`
+    for each char-ids feature (`FrozenBiLMHead.given_names`), each text's at its length; None
+    when they would take more than `FROZEN_OUTPUTS_BYTES` (the biLM then runs at every step).
+    The texts are run in batches of similar lengths (`Backbone.embed`), with a progress bar."""
+    backbone = model.backbone
+    char_ids = {split: {name: tf.concat([
+        tf.RaggedTensor.from_tensor(model.preprocessor(model.inputs_for(
+            texts[start:start + 4096]))[name], ragged_rank=1)
+        for start in range(0, max(len(texts), 1), 4096)], 0)
+        for name in FrozenBiLMHead.given_names(model)} for split, texts in splits.items()}
+    lengths = {split: {name: tf.reduce_sum(tf.cast(tf.reduce_any(ids.to_tensor() != 0, -1),
+                                                   tf.int32), 1).numpy()
+                       for name, ids in features.items()} for split, features in
+               char_ids.items()}
+    positions = sum(int(n.sum()) + 2 * len(n) for features in lengths.values()
+                    for n in features.values())
+    needed = positions * backbone.num_layers * backbone.output_dim * 4
+    if needed > FROZEN_OUTPUTS_BYTES:
+        logger.info("the frozen biLM's outputs of the train and dev texts would take %.1f GiB "
+                    "(more than %.1f): the biLM runs at every step", needed / 2**30,
+                    FROZEN_OUTPUTS_BYTES / 2**30)
+        return None
+    logger.info("computing the frozen biLM's outputs of the train and dev texts once "
+                "(%.2f GiB)", needed / 2**30)
+    progress = keras.utils.Progbar(sum(len(n) for features in lengths.values()
+                                       for n in features.values()), unit_name="text",
+                                   verbose=1 if verbose in ("auto", 1, True) else 0)
+    given = {}
+    for split, features in char_ids.items():
+        given[split] = {}
+        for name, ids in features.items():
+            rows, n = [None] * len(lengths[split][name]), lengths[split][name]
+            order = np.argsort(n, kind="stable")  # similar lengths together: less padding
+            for start in range(0, len(order), 4 * batch_size):
+                batch = order[start:start + 4 * batch_size]
+                outputs = backbone.embed(tf.gather(ids, batch).to_tensor()[:, :n[batch].max()])
+                layers = tf.transpose(outputs["layers_with_boundaries"], [0, 2, 1, 3]).numpy()
+                for row, index in enumerate(batch):
+                    rows[index] = layers[row, :n[index] + 2]
+                progress.add(len(batch))
+            values = np.concatenate(rows, 0) if rows else np.zeros(
+                (0, backbone.num_layers, backbone.output_dim), np.float32)
+            given[split][name] = {"layers_with_boundaries": tf.RaggedTensor.from_row_lengths(
+                values, n + 2)}
+    return given
+
+
+def _with_given(x, given, rows, padded_rows=None):
+    """Features `x` of the texts `rows` with their frozen biLM outputs (`given`) added, as
+    `FrozenBiLMHead` reads them: each right-padded to its char ids' time + 2 (a bucket's,
+    compiled), and with `padded_rows`, to that many rows (empty texts: masked)."""
+    x = dict(x)
+    for name, outputs in given.items():
+        layers = tf.gather(outputs["layers_with_boundaries"], rows)
+        width = tf.shape(x[name])[1] + 2
+        more_rows = 0 if padded_rows is None else padded_rows - layers.nrows(tf.int32)
+        dense = layers.to_tensor()
+        dense = tf.pad(dense, [[0, more_rows], [0, width - tf.shape(dense)[1]], [0, 0], [0, 0]])
+        x[FrozenBiLMHead.given_key(name, "layers_with_boundaries")] = tf.transpose(
+            dense, [0, 2, 1, 3])
+        x[FrozenBiLMHead.given_key(name, "mask_with_boundaries")] = tf.pad(
+            tf.sequence_mask(layers.row_lengths(), width), [[0, more_rows], [0, 0]])
+    return x
 
 
 def _dense(labels):
@@ -489,18 +598,23 @@ def _bucketed(tensors, rows=None):
     return tf.nest.map_structure(pad, tensors)
 
 
-def _logits(model, texts, batch_size, compiled=False):
+def _logits(model, texts, batch_size, compiled=False, given=None):
     """The model's logits for `texts`, one array per text, batch by batch (a tagger's batches
     have different widths; compiled, a bucket's: rows longer than their text, and a last,
     smaller batch padded with empty rows to `batch_size`, so that scoring compiles once per
-    bucket)."""
+    bucket). `model`: a task, or its `FrozenBiLMHead` with `given`, the frozen biLM's outputs
+    of `texts` (`_frozen_bilm_outputs`)."""
     run = _scorer(model, compiled)
+    task = getattr(model, "task", model)
     rows = []
     for start in range(0, len(texts), batch_size):
         batch = texts[start:start + batch_size]
-        x = model.preprocessor(model.inputs_for(batch))
-        rows.extend(np.asarray(run(_bucketed(x, rows=batch_size) if compiled else x))[
-            :len(batch)])
+        x = task.preprocessor(task.inputs_for(batch))
+        x = _bucketed(x, rows=batch_size) if compiled else x
+        if given is not None:
+            x = _with_given(x, given, tf.range(start, start + len(batch)),
+                            batch_size if compiled else None)
+        rows.extend(np.asarray(run(x))[:len(batch)])
     return rows
 
 
@@ -518,9 +632,10 @@ def _scorer(model, compiled):
     return functions[compiled]
 
 
-def _score(model, examples, batch_size, metrics, compiled=False):
+def _score(model, examples, batch_size, metrics, compiled=False, given=None):
     texts, gold = examples
-    return model.scores(_logits(model, texts, batch_size, compiled), gold, metrics)
+    return getattr(model, "task", model).scores(
+        _logits(model, texts, batch_size, compiled, given), gold, metrics)
 
 
 def _stopped(record, patience):

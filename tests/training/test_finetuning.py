@@ -291,7 +291,10 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
     padded to buckets) trains the same model as `--xla off`: the same dev scores every epoch
     and the same weights, up to float rounding; predict reads it. (Without dropout: XLA draws
     its random numbers with another algorithm.) Keras's LSTMs see a GPU: compiled, the head's
-    BiLSTM runs Keras's own kernel, not cuDNN's (which XLA cannot compile: a GPU's failure)."""
+    BiLSTM runs Keras's own kernel, not cuDNN's (which XLA cannot compile: a GPU's failure).
+    Both train on the frozen biLM's outputs computed once (the default). A third run, whose
+    biLM runs at every step instead (as where its outputs would take too much memory), trains
+    the same model again: the same scores and weights (and dropout draws)."""
     if task == "tag":
         conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
             "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
@@ -312,23 +315,27 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         (tmp_path / "dev.txt").write_text("same\tgood\tgood .\nother\tgood\tbad\n")
         lines = ["good\tfine", "bad\tgood"]
     runs = {}
-    for xla in ("off", "on"):
-        if xla == "on":
+    for name in ("off", "on", "every_step"):
+        if name == "on":
             keras_sees_a_gpu(monkeypatch)  # (a CPU has no cuDNN kernel: not for "off")
+        if name == "every_step":
+            monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 0)
         _finetune(capsys, "--task", task, "--train", str(tmp_path / "train.txt"), "--dev",
                   str(tmp_path / "dev.txt"), "--model", bilm, "--epochs", "2", "--patience", "2",
-                  "--xla", xla, "--output", str(tmp_path / xla))
+                  "--xla", "on" if name == "on" else "off", "--output", str(tmp_path / name))
         monkeypatch.undo()
-        runs[xla] = json.loads((tmp_path / xla / "run.json").read_text())
-        assert json.loads((tmp_path / xla / "dev_metrics.json").read_text())["xla"] == \
-            (xla == "on")
-    for off, on in zip(runs["off"]["epochs"], runs["on"]["epochs"]):
-        assert on == pytest.approx(off, abs=1e-6)
-    off, on = (h5_values(tmp_path / xla / "checkpoints" / "epoch-002.weights.h5")
-               for xla in ("off", "on"))
-    assert off.keys() == on.keys()
-    for key, value in off.items():
-        np.testing.assert_allclose(on[key], value, atol=1e-4, err_msg=key)
+        runs[name] = json.loads((tmp_path / name / "run.json").read_text())
+        metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
+        assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",
+                                                                   name != "every_step")
+    for a, b in (("off", "on"), ("off", "every_step")):
+        for first, second in zip(runs[a]["epochs"], runs[b]["epochs"]):
+            assert second == pytest.approx(first, abs=1e-6)
+        first, second = (h5_values(tmp_path / name / "checkpoints" / "epoch-002.weights.h5")
+                         for name in (a, b))
+        assert first.keys() == second.keys()
+        for key, value in first.items():
+            np.testing.assert_allclose(second[key], value, atol=1e-4, err_msg=f"{b}: {key}")
     assert _predict(capsys, tmp_path / "on", lines, tmp_path) == \
         _predict(capsys, tmp_path / "off", lines, tmp_path)
     # The run records its speed: 2 epochs' seconds (scoring included) and their steps

@@ -408,3 +408,56 @@ def test_the_model_computes_the_same_on_bucket_padded_features_with_xla():
         np.testing.assert_allclose(compiled[:, :whole.shape[1]] if whole.ndim == 3 else compiled,
                                    whole, atol=1e-5, err_msg=type(model).__name__)
         assert model.xla_incompatible_layers() == []
+
+
+def test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs():
+    """`FrozenBiLMHead`: given the biLM's outputs (computed apart, in other batches and at
+    other widths than the task's), each task's logits, loss and gradients are the task's own,
+    its variables are the task's trainable ones (the same objects), and what it cannot do is
+    refused: a fine-tuned biLM, outputs of another shape."""
+    from elmo_tf.models.downstream.frozen_bilm_head import GIVEN, FrozenBiLMHead
+
+    embedding = _embedding()
+    pair = {"text_a": tf.constant(["a b c", "d", ""]), "text_b": tf.constant(["x", "y z", "w"])}
+    for model, texts, y in (
+            (TextClassifier(embedding, labels=["a", "b"], encoder_units=8,
+                            word_embedding_dim=4), tf.constant(["a b c", "d e", ""]), [1, 0, 1]),
+            (SequenceTagger(embedding, tags=["O", "X"], encoder_units=8),
+             tf.constant(["a b c", "d e", "f"]), [[1, 0, 1], [0, 1, 0], [1, 0, 0]]),
+            (SentencePairClassifier(embedding, labels=["a", "b"], encoder_units=8), pair,
+             [0, 1, 1])):
+        model.compile()
+        head = FrozenBiLMHead(model)
+        x, y = model.preprocessor(texts), tf.constant(y)
+        given = dict(x)
+        for name in head.given_names(model):
+            # each text alone, one wider than the task's batch: the rows as finetune keeps them
+            for key in GIVEN:
+                rows = [model.backbone.embed(x[name][i:i + 1])[key][0] for i in range(3)]
+                given[head.given_key(name, key)] = tf.stack(rows)
+        assert {id(v) for v in head.trainable_variables} == \
+            {id(v) for v in model.trainable_variables}
+        with tf.GradientTape(persistent=True) as tape:
+            logits, head_logits = model(x, training=False), head(given, training=False)
+            loss = model.compute_loss(x, y, logits)
+            head_loss = head.compute_loss(given, y, head_logits)
+        np.testing.assert_allclose(head_logits, logits, atol=1e-6)
+        assert float(head_loss) == pytest.approx(float(loss), rel=1e-6)
+        for g, h in zip(tape.gradient(loss, model.trainable_variables),
+                        tape.gradient(head_loss, model.trainable_variables)):
+            np.testing.assert_allclose(tf.convert_to_tensor(h), tf.convert_to_tensor(g),
+                                       atol=1e-6)
+    # The embedding on its backbone's outputs, and its clear errors.
+    outputs = embedding.backbone.embed(x["text_a_char_ids"])
+    given = {key: outputs[key] for key in GIVEN}
+    np.testing.assert_allclose(embedding(given), embedding(x["text_a_char_ids"]), atol=1e-6)
+    np.testing.assert_array_equal(embedding.compute_mask(given),
+                                  embedding.compute_mask(x["text_a_char_ids"]))
+    with pytest.raises(ValueError, match=r"takes \['layers_with_boundaries', "
+                                         r"'mask_with_boundaries'\]; got \['layers'\]"):
+        embedding({"layers": outputs["layers"]})
+    with pytest.raises(ValueError, match=r"must be \[batch, 3 layers, time \+ 2, 32\]"):
+        embedding({**given, "layers_with_boundaries": outputs["layers_with_boundaries"][:, 1:]})
+    embedding.fine_tune = True
+    with pytest.raises(ValueError, match="biLM trains .fine_tune. or has dropout"):
+        FrozenBiLMHead(TextClassifier(embedding, labels=["a", "b"], encoder_units=8))
