@@ -47,8 +47,7 @@ from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import read_json, write_json_atomically
 from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
-from elmo_tf.models.downstream import DownstreamTask, task_class, task_names
-from elmo_tf.models.downstream.frozen_bilm_head import FrozenBiLMHead
+from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
