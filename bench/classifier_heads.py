@@ -1,18 +1,26 @@
-"""What a sentence classifier's parts are worth on small labelled sets (issue 25, item 4): one
-biLM's frozen layers, the same head trained on ELMo alone, on a bag of task-trained word
-embeddings alone (`BagOfWords`), and on both, several seeds, beside the bag-of-words logistic
-regression of `bench/baselines.py` on the same splits.
+"""What a sentence classifier's parts are worth on small labelled sets (issues 25, 36 and 38):
+the package's `TextClassifier`, trained by `elmo-tf finetune --task classify` on one biLM, with
+ELMo alone (`--word-embedding-dim 0`) and with a bag of task-trained word embeddings beside it
+(`--word-embedding-dim 64`, `finetune`'s default); the bag of words alone (the same
+`BagOfWords` and dense layer without ELMo, trained the same way); and the bag-of-words logistic
+regression of `bench/baselines.py`. Several seeds, on the probe splits of
+`bench/pretraining_value.py` (`bench/real_text.py`'s data, fetched at run time, never
+committed): every epoch (the regression's L2) is chosen on **dev** and the **test** split is
+reported, with the last epoch's test score beside it.
 
     python bench/classifier_heads.py --model DIR [--tasks sentence_polarity uncertainty]
-        [--seeds 0 1 2] [--output FILE]
+        [--seeds 0 1 2] [--work DIR] [--output FILE]
 
-The biLM's layers are computed once per sentence (frozen, as `elmo-tf finetune`'s default),
-then each head trains on them: a trained scalar mix (dropout 0.5), a BiLSTM of 64 units per
-direction max-pooled over the tokens (the protocol's probe head, `bench/pretraining_value.py`),
-the words' mean embedding (64) concatenated where used, dropout 0.5, a dense layer; Adam 1e-3,
-batches of 32, at most 10 epochs, patience 3, the best dev epoch. The data is
-`bench/real_text.py`'s (fetched at run time, never committed). Writes
-`bench/results/classifier_heads-cpu.json` and prints a table.
+`--model`: a biLM directory (options.json, weights.hdf5), e.g. `elmo-tf train --recipe elmo_cpu`'s.
+Every neural head has the protocol's probe settings but its own training length: a BiLSTM of
+64 units per direction over the scalar mix, max-pooled, dropout 0.5, Adam 1e-3, batches of 32,
+at most 10 epochs, patience 3. The ELMo heads are `finetune` runs (each a fresh process; the
+frozen biLM's outputs computed once); the words alone, in this process, on the
+`TaskPreprocessor`'s hashed word ids of whitespace tokens (as `finetune` splits them on a biLM
+trained with the default tokenizer). Writes `bench/results/classifier_heads-cpu-test.json`
+(after each run: a stopped benchmark keeps what ran) and prints a table. (Until 2026-11-29
+this script trained hand-built heads on its own cache of the biLM's layers and reported the
+dev score it chose on: `classifier_heads-cpu.json`.)
 """
 
 import argparse
@@ -26,78 +34,61 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from bench.inference import machine, versions  # noqa: E402
+from bench.pretraining_value import TASKS, TEST, _finetune, _scores  # noqa: E402
 from bench.real_text import DEFAULT_DATA_DIR, prepare  # noqa: E402
 
-TASKS = {"sentence_polarity": ("polarity_train", "polarity_dev"),
-         "uncertainty": ("uncertainty_train", "uncertainty_dev")}
+CLASSIFY_TASKS = [task for task, spec in TASKS.items() if spec[0] == "classify"]
 HEADS = ("elmo", "words", "elmo+words")
-MAX_TOKENS = 80
+SETTINGS = {"epochs": 10, "patience": 3, "batch_size": 32, "learning_rate": 1e-3,
+            "encoder_units": 64, "dropout": 0.5, "word_embedding_dim": 64}
 
 
-def features(backbone, texts, batch_size=64):
-    """The biLM's layers `[n, time, layers, dim]` (float16) and the padded tokens."""
-    from elmo_tf.text.char_ids import tokens_to_char_ids
-
-    tokens = [t.split()[:MAX_TOKENS] for t in texts]
-    width = max(map(len, tokens))
-    padded = np.array([t + [""] * (width - len(t)) for t in tokens], dtype=object)
-    layers = np.zeros((len(texts), width, backbone.num_layers, backbone.output_dim), np.float16)
-    for start in range(0, len(texts), batch_size):
-        rows = padded[start:start + batch_size]
-        used = max(1, max(len(t) for t in tokens[start:start + batch_size]))
-        out = backbone.embed(tokens_to_char_ids(rows[:, :used].tolist(),
-                                                backbone.max_characters_per_token))
-        layers[start:start + len(rows), :used] = np.transpose(out["layers"].numpy(),
-                                                              (0, 2, 1, 3))
-    return layers, padded.tolist()
+def finetune_head(paths, model, task, kind, seed, work):
+    """`elmo-tf finetune` of the task's `TextClassifier` (`kind`: ELMo alone or with the words)
+    into `work`; its scores and wall seconds."""
+    words = SETTINGS["word_embedding_dim"] if kind == "elmo+words" else 0
+    flags = [a for k, v in {**SETTINGS, "word_embedding_dim": words}.items()
+             for a in (f"--{k.replace('_', '-')}", str(v))]
+    output = os.path.join(work, task, kind, f"seed-{seed}")
+    wall, _ = _finetune(paths, model, task, seed, output, flags)
+    return {**_scores(output, TASKS[task][3]), "seconds": round(wall, 1)}
 
 
-def head_model(kind, num_layers, dim, classes):
+def words_head(splits, seed):
+    """The bag of task-trained word embeddings alone: `BagOfWords` (64) of the hashed words,
+    dropout 0.5, a dense layer; the training and the epoch's choice of `SETTINGS`."""
     import keras
     import tensorflow as tf
 
-    from elmo_tf.layers import ScalarMix
     from elmo_tf.layers.bag_of_words import BagOfWords
-    from elmo_tf.layers.masked_max_pooling import MaskedMaxPooling
-
-    layers = keras.Input((None, num_layers, dim), name="layers")
-    tokens = keras.Input((None,), dtype="string", name="tokens")
-    mask = keras.layers.Lambda(lambda t: tf.not_equal(t, ""), output_shape=(None,))(tokens)
-    parts = []
-    if kind in ("elmo", "elmo+words"):
-        per_layer = keras.layers.Lambda(lambda x: tf.transpose(tf.cast(x, "float32"),
-                                                               [0, 2, 1, 3]),
-                                        output_shape=(num_layers, None, dim))(layers)
-        mixed = keras.layers.Dropout(0.5)(ScalarMix(num_layers)(per_layer, mask=mask))
-        encoded = keras.layers.Bidirectional(keras.layers.LSTM(64, return_sequences=True))(
-            mixed, mask=mask)
-        parts.append(MaskedMaxPooling()(encoded, mask=mask))
-    if kind in ("words", "elmo+words"):
-        parts.append(BagOfWords(64)(tokens))
-    sentence = parts[0] if len(parts) == 1 else keras.layers.Concatenate()(parts)
-    logits = keras.layers.Dense(classes)(keras.layers.Dropout(0.5)(sentence))
-    return keras.Model([layers, tokens], logits)
-
-
-def train_head(kind, train, dev, classes, seed, epochs=10, patience=3):
-    import keras
-    import tensorflow as tf
+    from elmo_tf.models.char_ids_tokenizer import CharIdsTokenizer
+    from elmo_tf.models.downstream import TaskPreprocessor
 
     keras.utils.set_random_seed(seed)
-    (x, t, y), (dx, dt, dy) = train, dev
-    model = head_model(kind, x.shape[2], x.shape[3], classes)
-    model.compile(keras.optimizers.Adam(1e-3), metrics=["accuracy"], jit_compile=False,
+    preprocessor = TaskPreprocessor(CharIdsTokenizer("whitespace"), word_ids=True)
+    data = {name: (preprocessor(tf.constant(texts))["word_ids"], np.array(labels))
+            for name, (texts, labels) in splits.items()}
+    classes = int(max(data["train"][1])) + 1
+    word_ids = keras.Input((None,), dtype="int32")
+    hidden = keras.layers.Dropout(SETTINGS["dropout"])(BagOfWords(64)(word_ids))
+    model = keras.Model(word_ids, keras.layers.Dense(classes)(hidden))
+    model.compile(keras.optimizers.Adam(SETTINGS["learning_rate"]), metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    train_data = tf.data.Dataset.from_tensor_slices(((x, tf.constant(t)), y)).shuffle(
-        len(y), seed=seed).batch(32)
-    dev_data = tf.data.Dataset.from_tensor_slices(((dx, tf.constant(dt)), dy)).batch(64)
-    history, began = [], time.time()
-    for _ in range(epochs):
-        model.fit(train_data, epochs=1, verbose=0)
-        history.append(round(float(model.evaluate(dev_data, verbose=0)[1]), 4))
+
+    def accuracy(split):
+        return float(model.evaluate(*data[split], batch_size=256, verbose=0)[1])
+
+    history, best_test, began = [], None, time.time()
+    for _ in range(SETTINGS["epochs"]):
+        model.fit(*data["train"], batch_size=SETTINGS["batch_size"], shuffle=True, verbose=0)
+        history.append(accuracy("dev"))
+        if len(history) == 1 or history[-1] > max(history[:-1]):  # the first best, as finetune
+            best_test = accuracy("test")
+        patience = SETTINGS["patience"]
         if len(history) > patience and max(history[-patience:]) <= max(history[:-patience]):
             break
-    return {"score": max(history), "dev_by_epoch": history,
+    return {"score": max(history), "test": best_test, "dev_last_epoch": history[-1],
+            "test_last_epoch": accuracy("test"), "dev_by_epoch": [round(h, 4) for h in history],
             "seconds": round(time.time() - began, 1)}
 
 
@@ -105,53 +96,65 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True,
                         help="the biLM: a directory with options.json and weights.hdf5")
-    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--tasks", nargs="+", choices=CLASSIFY_TASKS, default=CLASSIFY_TASKS)
     parser.add_argument("--heads", nargs="+", choices=HEADS, default=list(HEADS))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
+    parser.add_argument("--work", help="where the finetune runs go (default: MODEL/heads)")
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",
-                                                         "classifier_heads-cpu.json"))
+                                                         "classifier_heads-cpu-test.json"))
     args = parser.parse_args()
     from bench.baselines import bag_of_words_logistic_regression
     from elmo_tf.data.labelled_text import read_labelled_text
     from elmo_tf.files import write_json_atomically
-    from elmo_tf.models.load_backbone import load_backbone
 
     paths = prepare(args.data_dir)
-    backbone = load_backbone(os.path.join(args.model, "options.json"),
-                             os.path.join(args.model, "weights.hdf5"))
+    work = args.work or os.path.join(args.model, "heads")
     report = {"benchmark": "classifier_heads", "command": " ".join(["python"] + sys.argv),
-              "model": os.path.abspath(args.model), "machine": machine(),
-              "versions": versions(), "tasks": {}}
+              "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": os.path.abspath(args.model),
+              "machine": machine(), "versions": versions(), "settings": SETTINGS,
+              "reported": "test at the best dev epoch (the regression: at the best dev L2)",
+              "tasks": {}}
     for task in args.tasks:
-        (texts, labels), (dev_texts, dev_labels) = (read_labelled_text(paths[TASKS[task][0]]),
-                                                    read_labelled_text(paths[TASKS[task][1]]))
-        texts, dev_texts = [t[0] for t in texts], [t[0] for t in dev_texts]
-        names = sorted(set(labels))
-        y = np.array([names.index(v) for v in labels])
-        dy = np.array([names.index(v) for v in dev_labels])
-        train = (*features(backbone, texts), y)
-        dev = (*features(backbone, dev_texts), dy)
-        out = report["tasks"][task] = {"bag_of_words_logistic_regression":
-                                       bag_of_words_logistic_regression(
-                                           texts, labels, dev_texts, dev_labels)["score"],
+        _, train, dev, _ = TASKS[task]
+        splits = {}
+        for name, path in (("train", paths[train]), ("dev", paths[dev]),
+                           ("test", paths[TEST[task]])):
+            texts, labels = read_labelled_text(path)
+            splits[name] = ([t[0] for t in texts], labels)
+        names = sorted(set(splits["train"][1]))
+        ids = {name: (texts, [names.index(v) for v in labels])
+               for name, (texts, labels) in splits.items()}
+        regression = bag_of_words_logistic_regression(
+            *splits["train"], *splits["dev"], test_texts=splits["test"][0],
+            test_labels=splits["test"][1])
+        out = report["tasks"][task] = {"bag_of_words_logistic_regression": regression,
                                        "heads": {}}
         for kind in args.heads:
-            runs = {str(seed): train_head(kind, train, dev, len(names), seed)
-                    for seed in args.seeds}
-            scores = [r["score"] for r in runs.values()]
-            out["heads"][kind] = {"mean": round(statistics.mean(scores), 4),
-                                  "stdev": round(statistics.stdev(scores), 4)
-                                  if len(scores) > 1 else None, "seeds": runs}
-            print(task, kind, out["heads"][kind]["mean"], scores, flush=True)
-            write_json_atomically(args.output, report)
+            runs = {}
+            for seed in args.seeds:
+                runs[str(seed)] = (words_head(ids, seed) if kind == "words" else
+                                   finetune_head(paths, args.model, task, kind, seed, work))
+                tests = [r["test"] for r in runs.values()]
+                out["heads"][kind] = {
+                    "test_mean": round(statistics.mean(tests), 4),
+                    "test_stdev": round(statistics.stdev(tests), 4) if len(tests) > 1
+                    else None,
+                    "test_last_epoch_mean": round(statistics.mean(
+                        r["test_last_epoch"] for r in runs.values()), 4),
+                    "seeds": runs}
+                write_json_atomically(args.output, report)  # after each run
+            print(task, kind, out["heads"][kind]["test_mean"], tests, flush=True)
+    print("test accuracy (%), mean ± standard deviation over the seeds; the last epoch's "
+          "mean in brackets")
     print("| task | bag-of-words LR | " + " | ".join(args.heads) + " |")
     print("| --- " * (2 + len(args.heads)) + "|")
     for task, out in report["tasks"].items():
-        cells = [f"{100 * out['heads'][k]['mean']:.1f}" + (
-            f" ± {100 * out['heads'][k]['stdev']:.1f}" if out["heads"][k]["stdev"] else "")
-            for k in args.heads]
-        print(f"| {task} | {100 * out['bag_of_words_logistic_regression']:.1f} | "
+        cells = [f"{100 * h['test_mean']:.1f}"
+                 + (f" ± {100 * h['test_stdev']:.1f}" if h["test_stdev"] is not None else "")
+                 + f" ({100 * h['test_last_epoch_mean']:.1f})"
+                 for h in (out["heads"][k] for k in args.heads)]
+        print(f"| {task} | {100 * out['bag_of_words_logistic_regression']['score']:.1f} | "
               + " | ".join(cells) + " |")
 
 

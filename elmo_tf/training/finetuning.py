@@ -499,7 +499,7 @@ def _frozen_bilm_head(model):
     """A `FrozenBiLMHead` of `model`, compiled as it is, when its biLM is frozen (not
     fine-tuned, no dropout, stateless: the same outputs at every epoch); else None."""
     backbone = model.backbone
-    if model.embedding.fine_tune or backbone.dropout or getattr(backbone, "stateful", False):
+    if model.embedding.fine_tune or getattr(backbone, "dropout", 0.0) or backbone.stateful:
         return None
     head = FrozenBiLMHead(model)
     head.compile(optimizer=model.optimizer, loss=None, xla="on" if model.xla else "off")
@@ -509,19 +509,20 @@ def _frozen_bilm_head(model):
 def _frozen_bilm_outputs(model, splits, batch_size, verbose):
     """The frozen biLM's outputs of the texts of each split (`{split: texts}`): `{split:
     {feature: {"layers_with_boundaries": tf.RaggedTensor [texts, (time + 2), layers, dim]}}}`
-    for each char-ids feature (`FrozenBiLMHead.given_names`), each text's at its length; None
-    when they would take more than `FROZEN_OUTPUTS_BYTES` (the biLM then runs at every step).
-    The texts are run in batches of similar lengths (`Backbone.embed`), with a progress bar."""
-    backbone = model.backbone
-    char_ids = {split: {name: tf.concat([
-        tf.RaggedTensor.from_tensor(model.preprocessor(model.inputs_for(
-            texts[start:start + 4096]))[name], ragged_rank=1)
-        for start in range(0, max(len(texts), 1), 4096)], 0)
-        for name in FrozenBiLMHead.given_names(model)} for split, texts in splits.items()}
-    lengths = {split: {name: tf.reduce_sum(tf.cast(tf.reduce_any(ids.to_tensor() != 0, -1),
-                                                   tf.int32), 1).numpy()
-                       for name, ids in features.items()} for split, features in
-               char_ids.items()}
+    for each char-ids feature (`FrozenBiLMHead.given_names`), each text's at its length, in
+    host memory; None when they would take more than `FROZEN_OUTPUTS_BYTES` (the biLM then
+    runs at every step), counted before any is computed. The texts are run in batches of
+    similar lengths (`Backbone.embed`, on the accelerator if there is one), with a progress
+    bar; while a feature's outputs become a tensor, the memory holds them twice."""
+    backbone, names = model.backbone, FrozenBiLMHead.given_names(model)
+    lengths = {}  # {split: {feature: each text's tokens}}, a chunk of texts at a time
+    for split, texts in splits.items():
+        counts = {name: [np.zeros(0, np.int32)] for name in names}
+        for start in range(0, len(texts), 4096):
+            features = model.preprocessor(model.inputs_for(texts[start:start + 4096]))
+            for name in names:
+                counts[name].append(_token_counts(features[name]))
+        lengths[split] = {name: np.concatenate(c) for name, c in counts.items()}
     positions = sum(int(n.sum()) + 2 * len(n) for features in lengths.values()
                     for n in features.values())
     needed = positions * backbone.num_layers * backbone.output_dim * 4
@@ -536,23 +537,30 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose):
                                        for n in features.values()), unit_name="text",
                                    verbose=1 if verbose in ("auto", 1, True) else 0)
     given = {}
-    for split, features in char_ids.items():
+    for split, texts in splits.items():
         given[split] = {}
-        for name, ids in features.items():
-            rows, n = [None] * len(lengths[split][name]), lengths[split][name]
+        for name, n in lengths[split].items():
+            offsets = np.concatenate([[0], np.cumsum(n + 2)])  # each text's first row
+            values = np.empty((offsets[-1], backbone.num_layers, backbone.output_dim),
+                              np.float32)
             order = np.argsort(n, kind="stable")  # similar lengths together: less padding
             for start in range(0, len(order), 4 * batch_size):
                 batch = order[start:start + 4 * batch_size]
-                outputs = backbone.embed(tf.gather(ids, batch).to_tensor()[:, :n[batch].max()])
-                layers = tf.transpose(outputs["layers_with_boundaries"], [0, 2, 1, 3]).numpy()
+                char_ids = model.preprocessor(model.inputs_for([texts[i] for i in batch]))[name]
+                layers = np.transpose(backbone.embed(char_ids)["layers_with_boundaries"],
+                                      (0, 2, 1, 3))
                 for row, index in enumerate(batch):
-                    rows[index] = layers[row, :n[index] + 2]
+                    values[offsets[index]:offsets[index + 1]] = layers[row, :n[index] + 2]
                 progress.add(len(batch))
-            values = np.concatenate(rows, 0) if rows else np.zeros(
-                (0, backbone.num_layers, backbone.output_dim), np.float32)
-            given[split][name] = {"layers_with_boundaries": tf.RaggedTensor.from_row_lengths(
-                values, n + 2)}
+            with tf.device("/CPU:0"):  # the input pipeline's, not the accelerator's memory
+                given[split][name] = {"layers_with_boundaries":
+                                      tf.RaggedTensor.from_row_lengths(values, n + 2)}
     return given
+
+
+def _token_counts(char_ids):
+    """Each row's tokens in `char_ids` `[batch, time, chars]` (right-padded with 0), NumPy."""
+    return tf.reduce_sum(tf.cast(tf.reduce_any(char_ids != 0, -1), tf.int32), 1).numpy()
 
 
 def _with_given(x, given, rows, padded_rows=None):

@@ -294,7 +294,8 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
     BiLSTM runs Keras's own kernel, not cuDNN's (which XLA cannot compile: a GPU's failure).
     Both train on the frozen biLM's outputs computed once (the default). A third run, whose
     biLM runs at every step instead (as where its outputs would take too much memory), trains
-    the same model again: the same scores and weights (and dropout draws)."""
+    the same model again: the same scores and weights. (Dropout's draws through the head:
+    `test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs`.)"""
     if task == "tag":
         conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
             "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
@@ -410,3 +411,33 @@ def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypa
         assert replicated.keys() == weights.keys()
         for key, value in weights.items():
             np.testing.assert_allclose(replicated[key], value, atol=1e-4, err_msg=f"{xla} {key}")
+
+
+def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, monkeypatch):
+    """`_frozen_bilm_outputs` runs the biLM in batches of texts of similar lengths (4 x the
+    batch size of 1 here: two biLM batches, sorted), a pair's two inputs apart, an empty text
+    among them, and keeps each text's outputs at its length: the task's `FrozenBiLMHead` on
+    them (`_with_given`) gives every text the logits of the whole model, in batches of 4,
+    uncompiled and compiled (features padded to a length bucket, and a last batch to 4 rows).
+    Outputs over the memory budget are not computed."""
+    from elmo_tf import ElmoEmbedding
+    from elmo_tf.models.downstream import FrozenBiLMHead, SentencePairClassifier
+
+    embedding = ElmoEmbedding.from_allennlp(os.path.join(bilm, "options.json"),
+                                            os.path.join(bilm, "weights.hdf5"), dropout=0.0)
+    model = SentencePairClassifier(embedding, labels=["a", "b"], encoder_units=8)
+    texts = [("a b c d e f", "x"), ("", "y z"), ("g", ""), ("h i", "j k l"), ("m n o", "p"),
+             ("q", "r s t u v w x")]
+    given = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0)["train"]
+    assert sorted(given) == ["text_a_char_ids", "text_b_char_ids"]
+    assert given["text_a_char_ids"]["layers_with_boundaries"].row_lengths().numpy().tolist() \
+        == [8, 2, 3, 4, 5, 3]
+    head = FrozenBiLMHead(model)
+    for compiled in (False, True):
+        whole = finetuning._logits(model, texts, 4, compiled)
+        once = finetuning._logits(head, texts, 4, compiled, given)
+        assert len(once) == len(texts)
+        for a, b in zip(whole, once):
+            np.testing.assert_allclose(b, a, atol=1e-5)
+    monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 1)
+    assert finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0) is None

@@ -8,5 +8,5 @@ from elmo_tf.models.downstream.sequence_tagger import SequenceTagger
 from elmo_tf.models.downstream.task_preprocessor import TaskPreprocessor
 from elmo_tf.models.downstream.text_classifier import TextClassifier
 
-__all__ = ["DownstreamTask", "FrozenBiLMHead", "SentencePairClassifier", "SequenceTagger", "TaskPreprocessor",
-           "TextClassifier", "task_class", "task_names"]
+__all__ = ["DownstreamTask", "FrozenBiLMHead", "SentencePairClassifier", "SequenceTagger",
+           "TaskPreprocessor", "TextClassifier", "task_class", "task_names"]

@@ -29,7 +29,8 @@ class FrozenBiLMHead(Task, keras.Model):
 
     Args:
         task: a `DownstreamTask` whose `ElmoEmbedding` is frozen (not `fine_tune`; its
-            backbone without dropout: the same outputs at every call).
+            backbone without `dropout`: the same outputs at every call; a backbone of the
+            contract with other randomness in training should say so with a `dropout` > 0).
 
     Example:
     >>> head = FrozenBiLMHead(classifier)
@@ -40,21 +41,26 @@ class FrozenBiLMHead(Task, keras.Model):
 
     def __init__(self, task, **kwargs):
         embedding = task.embedding
-        if any(w.trainable for w in embedding.backbone.weights) or embedding.backbone.dropout:
+        if any(w.trainable for w in embedding.backbone.weights) or getattr(
+                embedding.backbone, "dropout", 0.0):
             raise ValueError(f"{task.name}'s biLM trains (fine_tune) or has dropout: its "
                              "outputs change from call to call, and cannot be computed once.")
         features = task.preprocessor.feature_inputs()
         dim = (embedding.backbone.num_layers, None, embedding.backbone.output_dim)
-        given = {name: {"layers_with_boundaries": keras.Input(
-                            dim, name=self.given_key(name, "layers_with_boundaries")),
-                        "mask_with_boundaries": keras.Input(
-                            (None,), dtype="bool",
-                            name=self.given_key(name, "mask_with_boundaries"))}
+        shapes = {"layers_with_boundaries": (dim, "float32"),
+                  "mask_with_boundaries": ((None,), "bool")}
+        given = {name: {key: keras.Input(shapes[key][0], dtype=shapes[key][1],
+                                         name=self.given_key(name, key)) for key in GIVEN}
                  for name in self.given_names(task)}
         by_tensor = {id(features[name]): outputs for name, outputs in given.items()}
 
         def call(layer, *args, **kwargs):
             if layer is embedding:  # the embedding mixes the outputs given for its char ids
+                if id(args[0]) not in by_tensor:
+                    raise ValueError(
+                        f"{task.name}'s {layer.name} reads something other than one of the "
+                        f"task's char-ids inputs {self.given_names(task)}: its biLM's outputs "
+                        "cannot be given in place of running it.")
                 return layer(by_tensor[id(args[0])], *args[1:], **kwargs)
             return layer(*args, **kwargs)
 

@@ -411,17 +411,18 @@ def test_the_model_computes_the_same_on_bucket_padded_features_with_xla():
 
 
 def test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs():
-    """`FrozenBiLMHead`: given the biLM's outputs (computed apart, in other batches and at
-    other widths than the task's), each task's logits, loss and gradients are the task's own,
-    its variables are the task's trainable ones (the same objects), and what it cannot do is
-    refused: a fine-tuned biLM, outputs of another shape."""
+    """`FrozenBiLMHead`: given the biLM's outputs (each text's computed alone), each task's
+    logits, loss and gradients are the task's own, and in training its dropout draws too
+    (from the same seed states: the same layers); what it cannot do is refused: a
+    fine-tuned biLM, outputs of another shape."""
     from elmo_tf.models.downstream.frozen_bilm_head import GIVEN, FrozenBiLMHead
 
     embedding = _embedding()
     pair = {"text_a": tf.constant(["a b c", "d", ""]), "text_b": tf.constant(["x", "y z", "w"])}
     for model, texts, y in (
-            (TextClassifier(embedding, labels=["a", "b"], encoder_units=8,
-                            word_embedding_dim=4), tf.constant(["a b c", "d e", ""]), [1, 0, 1]),
+            (TextClassifier(ElmoEmbedding(embedding.backbone, dropout=0.5), labels=["a", "b"],
+                            encoder_units=8, dropout=0.5, word_embedding_dim=4),
+             tf.constant(["a b c", "d e", ""]), [1, 0, 1]),
             (SequenceTagger(embedding, tags=["O", "X"], encoder_units=8),
              tf.constant(["a b c", "d e", "f"]), [[1, 0, 1], [0, 1, 0], [1, 0, 0]]),
             (SentencePairClassifier(embedding, labels=["a", "b"], encoder_units=8), pair,
@@ -431,12 +432,25 @@ def test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs():
         x, y = model.preprocessor(texts), tf.constant(y)
         given = dict(x)
         for name in head.given_names(model):
-            # each text alone, one wider than the task's batch: the rows as finetune keeps them
+            # each text alone, padded back to the batch's width
             for key in GIVEN:
                 rows = [model.backbone.embed(x[name][i:i + 1])[key][0] for i in range(3)]
-                given[head.given_key(name, key)] = tf.stack(rows)
-        assert {id(v) for v in head.trainable_variables} == \
-            {id(v) for v in model.trainable_variables}
+                width = x[name].shape[1] + 2
+                given[head.given_key(name, key)] = tf.stack([tf.pad(
+                    r, [[0, 0], [0, width - r.shape[1]], [0, 0]] if r.shape.rank == 3 else
+                    [[0, width - r.shape[0]]]) for r in rows])
+        seeds = [v for v in model.variables if v.name == "seed_generator_state"]
+
+        def from_seed(function):
+            for index, state in enumerate(seeds):
+                state.assign(np.array([11 + index, 0], dtype=state.dtype))
+            return function()
+
+        if model.dropout:  # in training: the same dropout draws from the same seed states
+            np.testing.assert_allclose(from_seed(lambda: head(given, training=True)),
+                                       from_seed(lambda: model(x, training=True)), atol=1e-6)
+            assert not np.allclose(from_seed(lambda: model(x, training=True)),
+                                   model(x, training=False))  # dropout drew something
         with tf.GradientTape(persistent=True) as tape:
             logits, head_logits = model(x, training=False), head(given, training=False)
             loss = model.compute_loss(x, y, logits)
