@@ -12,6 +12,10 @@ from elmo_tf.models.backbone import Backbone, with_backbone_object
 from elmo_tf.models.load_backbone import load_backbone
 
 
+# The backbone's outputs the embedding mixes, which it also takes in place of tokens.
+GIVEN = ("layers_with_boundaries", "mask_with_boundaries")
+
+
 @keras.saving.register_keras_serializable(package="elmo_tf")
 class ElmoEmbedding(keras.layers.Layer):
     """Tokens -> ELMo representations `[batch, time, 2P]`, with a Keras mask.
@@ -145,9 +149,8 @@ class ElmoEmbedding(keras.layers.Layer):
         """`outputs` (the backbone's, given in place of tokens) with its mask as bool; a
         ValueError naming what is wrong unless they are the backbone's `layers_with_boundaries`
         and `mask_with_boundaries` alone, of its layers and width."""
-        names = ("layers_with_boundaries", "mask_with_boundaries")
-        if sorted(outputs) != sorted(names):
-            raise ValueError(f"an ElmoEmbedding given its backbone's outputs takes {list(names)};"
+        if sorted(outputs) != sorted(GIVEN):
+            raise ValueError(f"an ElmoEmbedding given its backbone's outputs takes {list(GIVEN)};"
                              f" got {sorted(outputs)}.")
         layers = outputs["layers_with_boundaries"]
         expected = (self.backbone.num_layers, self.backbone.output_dim)

@@ -49,6 +49,7 @@ from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
+from elmo_tf.ops.padding import char_ids_mask, sequence_lengths
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
 from elmo_tf.training.run_directory import RunDirectory
@@ -496,10 +497,9 @@ FROZEN_OUTPUTS_BYTES = 4 * 2**30
 
 
 def _frozen_bilm_head(model):
-    """A `FrozenBiLMHead` of `model`, compiled as it is, when its biLM is frozen (not
-    fine-tuned, no dropout, stateless: the same outputs at every epoch); else None."""
-    backbone = model.backbone
-    if model.embedding.fine_tune or getattr(backbone, "dropout", 0.0) or backbone.stateful:
+    """A `FrozenBiLMHead` of `model`, compiled as it is, when its biLM gives a text the same
+    outputs at every epoch (`FrozenBiLMHead.applies_to`); else None."""
+    if not FrozenBiLMHead.applies_to(model):
         return None
     head = FrozenBiLMHead(model)
     head.compile(optimizer=model.optimizer, loss=None, xla="on" if model.xla else "off")
@@ -521,7 +521,7 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose):
         for start in range(0, len(texts), 4096):
             features = model.preprocessor(model.inputs_for(texts[start:start + 4096]))
             for name in names:
-                counts[name].append(_token_counts(features[name]))
+                counts[name].append(sequence_lengths(char_ids_mask(features[name])).numpy())
         lengths[split] = {name: np.concatenate(c) for name, c in counts.items()}
     positions = sum(int(n.sum()) + 2 * len(n) for features in lengths.values()
                     for n in features.values())
@@ -556,11 +556,6 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose):
                 given[split][name] = {"layers_with_boundaries":
                                       tf.RaggedTensor.from_row_lengths(values, n + 2)}
     return given
-
-
-def _token_counts(char_ids):
-    """Each row's tokens in `char_ids` `[batch, time, chars]` (right-padded with 0), NumPy."""
-    return tf.reduce_sum(tf.cast(tf.reduce_any(char_ids != 0, -1), tf.int32), 1).numpy()
 
 
 def _with_given(x, given, rows, padded_rows=None):

@@ -4,9 +4,8 @@ computed once."""
 import keras
 
 from elmo_tf.keras_compat import run_graph
+from elmo_tf.models.elmo_embedding import GIVEN
 from elmo_tf.models.task import Task
-
-GIVEN = ("layers_with_boundaries", "mask_with_boundaries")
 
 
 class FrozenBiLMHead(Task, keras.Model):
@@ -28,9 +27,8 @@ class FrozenBiLMHead(Task, keras.Model):
     under any strategy. It is a training device, not saved: save the task.
 
     Args:
-        task: a `DownstreamTask` whose `ElmoEmbedding` is frozen (not `fine_tune`; its
-            backbone without `dropout`: the same outputs at every call; a backbone of the
-            contract with other randomness in training should say so with a `dropout` > 0).
+        task: a `DownstreamTask` whose biLM gives a text the same outputs at every call
+            (`applies_to`).
 
     Example:
     >>> head = FrozenBiLMHead(classifier)
@@ -41,10 +39,10 @@ class FrozenBiLMHead(Task, keras.Model):
 
     def __init__(self, task, **kwargs):
         embedding = task.embedding
-        if any(w.trainable for w in embedding.backbone.weights) or getattr(
-                embedding.backbone, "dropout", 0.0):
-            raise ValueError(f"{task.name}'s biLM trains (fine_tune) or has dropout: its "
-                             "outputs change from call to call, and cannot be computed once.")
+        if not self.applies_to(task):
+            raise ValueError(f"{task.name}'s biLM trains (fine_tune) or has dropout, or "
+                             "carries state: its outputs change from call to call, and cannot "
+                             "be computed once.")
         features = task.preprocessor.feature_inputs()
         dim = (embedding.backbone.num_layers, None, embedding.backbone.output_dim)
         shapes = {"layers_with_boundaries": (dim, "float32"),
@@ -70,6 +68,15 @@ class FrozenBiLMHead(Task, keras.Model):
                                  for key, tensor in outputs.items()}}
         super().__init__(inputs=inputs, outputs=outputs, name=f"{task.name}_head", **kwargs)
         self.task = task
+
+    @staticmethod
+    def applies_to(task):
+        """Whether `task`'s biLM gives a text the same outputs at every call: frozen (none of
+        its variables trains: not `fine_tune`), without `dropout` (a backbone of the contract
+        with other randomness in training should say so with a `dropout` > 0) and stateless."""
+        backbone = task.backbone
+        return not (any(w.trainable for w in backbone.weights)
+                    or getattr(backbone, "dropout", 0.0) or backbone.stateful)
 
     @staticmethod
     def given_names(task):
