@@ -21,8 +21,8 @@ os.environ.setdefault("ELMO_TF_XLA_CACHE", "off")
 # XLA tests' processes (`bench/results/suite_xla_o0-epyc.json`). What changes is LLVM's code
 # generation: the speed of the machine code and possibly its float rounding, within those
 # tolerances; level 3 itself is then not what these tests build. Subprocesses inherit it.
-NVIDIA = bool(glob.glob("/dev/nvidia[0-9]*"))
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "") and not NVIDIA:
+if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", "") and \
+        not glob.glob("/dev/nvidia[0-9]*"):
     os.environ["XLA_FLAGS"] = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
                                                      "--xla_backend_optimization_level=0"]))
 # Tests of training logic that compare runs across processes (resuming, replicas, workers) run
@@ -33,21 +33,18 @@ CPU_ONLY_ENV = {"CUDA_VISIBLE_DEVICES": ""}
 import h5py  # noqa: E402
 import pytest  # noqa: E402
 
-from tests import graph_rewrites_off, reference  # noqa: E402
+from tests import reference  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BILM_TF = ROOT.parent / "shared" / "fixtures" / "bilm_tf"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def tensorflow_settings():
-    """Full float32 matmuls on GPUs for the whole session (see NVIDIA_TF32_OVERRIDE above); and,
-    on a machine without an NVIDIA GPU, `graph_rewrites_off` in the test processes."""
+def no_tf32():
+    """Full float32 matmuls on GPUs for the whole session (see NVIDIA_TF32_OVERRIDE above)."""
     import tensorflow as tf
 
     tf.config.experimental.enable_tensor_float_32_execution(False)
-    if not NVIDIA:
-        graph_rewrites_off()
 
 
 @pytest.fixture(scope="session")

@@ -22,8 +22,6 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from tests import graph_rewrites_off  # noqa: E402
-
 
 RUNS = {"default": (False, "off"), "mirrored": (True, "off"), "mirrored-xla": (True, "on"),
         "mirrored-xla-resumed": (True, "on"),
@@ -35,7 +33,6 @@ def main(corpus, base, steps, *recipes_and_runs):
 
     mirrored = training.make_strategy("mirrored", 2)  # before anything starts TensorFlow
     assert mirrored.num_replicas_in_sync == 2, mirrored.num_replicas_in_sync
-    graph_rewrites_off()
 
     from elmo_tf.recipes.recipe import Recipe
 
