@@ -434,21 +434,23 @@ def test_a_run_recorded_by_its_glob_resumes_when_the_glob_names_the_same_files(
 
 def test_a_built_in_corpus_run_resumes_after_its_directory_moved(tmp_path, capsys):
     """Its corpus is written inside the run; moved, the run was told to "delete it" (its
-    checkpoints with it), as its recorded corpus was the old directory's path."""
+    checkpoints with it), as its recorded corpus was the old directory's path. (The run is
+    finished when it is run again: the corpus is checked before the steps left are.)"""
     first, moved = tmp_path / "first", tmp_path / "moved"
     command = ["train", "--recipe", _recipe_file(tmp_path), "--corpus", "builtin",
-               "--checkpoint-every", "1"]
-    assert cli.main(command + ["--output", str(first), "--steps", "1"]) == 0
+               "--checkpoint-every", "1", "--steps", "1"]
+    assert cli.main(command + ["--output", str(first)]) == 0
     first.rename(moved)
     capsys.readouterr()
-    assert cli.main(command + ["--output", str(moved), "--steps", "2"]) == 0
-    assert f"resuming {moved} at step 1" in capsys.readouterr().err
+    assert cli.main(command + ["--output", str(moved)]) == 0
+    assert f"{moved} has already trained its 1 steps" in capsys.readouterr().err
     # As elmo-tf 0.2 recorded it: the corpus's path in the directory where the run began.
     record = json.loads((moved / "run.json").read_text())
     record["settings"]["corpus"] = str(first / "corpus" / "train" / "*")
     (moved / "run.json").write_text(json.dumps(record))
-    assert cli.main(command + ["--output", str(moved), "--steps", "3"]) == 0
-    assert f"resuming {moved} at step 2" in capsys.readouterr().err
+    assert cli.main(command + ["--output", str(moved)]) == 0
+    assert f"{moved} has already trained its 1 steps" in capsys.readouterr().err
+    assert (moved / "checkpoints" / "ckpt-000000001.weights.h5").exists()
 
 
 # --- Every error one line that names the input ---------------------------------------------

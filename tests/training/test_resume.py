@@ -3,6 +3,8 @@ run): a run killed with SIGKILL leaves only complete checkpoints and the same co
 it; a finished run is not retrained; another recipe in the same directory is refused; a larger
 `--steps` trains up to it."""
 
+import contextlib
+import io
 import json
 import os
 import pathlib
@@ -37,20 +39,28 @@ def _run(command, seconds=240):
                             text=True, seconds=seconds, what="a training command")
 
 
-def _in_process(command, capsys=None):
+def _in_process(command):
     """`command` (`_command`'s) run by `elmo_tf.cli.main` in this process, where what is tested
-    is not a process of its own (a process costs TensorFlow's start-up): its exit status, and
-    its stdout and stderr when `capsys` is given."""
+    is not a process of its own (a process costs TensorFlow's start-up): its exit status, its
+    stdout and its stderr."""
     from elmo_tf import cli
 
-    if capsys is not None:
-        capsys.readouterr()
-    try:
-        status = cli.main(command[3:])  # after `python -m elmo_tf.cli`
-    except SystemExit as exit_info:
-        status = exit_info.code
-    out = capsys.readouterr() if capsys is not None else None
-    return status, out and out.out, out and out.err
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = cli.main(command[3:])  # after `python -m elmo_tf.cli`
+        except SystemExit as exit_info:
+            status = exit_info.code
+    return status, out.getvalue(), err.getvalue()
+
+
+def _on_cpus(command):
+    """`command` run on CPUs, as the killed run was: in this process, unless it sees a GPU (then
+    in a CPU-only subprocess): its exit status, stdout and stderr."""
+    if tf.config.list_physical_devices("GPU"):
+        done = _run(command)
+        return done.returncode, done.stdout, done.stderr
+    return _in_process(command)
 
 
 def _checkpoint_steps(directory):
@@ -77,8 +87,7 @@ RECIPES = {"sentence": {**RECIPE, "mode": "sentence", "optimizer": "adam",
 @pytest.fixture(scope="module", params=list(RECIPES))
 def resumed(request, tmp_path_factory, corpus):
     """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
-    and the same command run without interruption in another directory (in this process, unless
-    it sees a GPU: the commands run on CPUs)."""
+    and the same command run without interruption in another directory (both `_on_cpus`)."""
     name = request.param
     base = tmp_path_factory.mktemp(f"resume_{name}")
     recipe = base / "recipe.json"
@@ -101,14 +110,11 @@ def resumed(request, tmp_path_factory, corpus):
         except (OSError, KeyError) as error:
             complete[step] = repr(error)
 
-    again = _run(_command(recipe, corpus["train"], output))
-    assert again.returncode == 0, again.stderr[-3000:]
-    uninterrupted = _command(recipe, corpus["train"], reference)
-    if tf.config.list_physical_devices("GPU"):
-        done = _run(uninterrupted)
-        assert done.returncode == 0, done.stderr[-3000:]
-    else:
-        assert _in_process(uninterrupted)[0] == 0
+    status, stdout, stderr = _on_cpus(_command(recipe, corpus["train"], output))
+    assert status == 0, stderr[-3000:]
+    again = {"stdout": stdout, "stderr": stderr}
+    status, _, stderr = _on_cpus(_command(recipe, corpus["train"], reference))
+    assert status == 0, stderr[-3000:]
     return {"mode": RECIPES[name]["mode"], "name": name, "recipe": recipe,
             "corpus": corpus["train"], "output": output,
             "reference": reference, "listing": listing, "complete": complete, "again": again}
@@ -130,12 +136,12 @@ def test_a_killed_run_leaves_only_complete_checkpoints(resumed):
 
 
 def test_the_same_command_resumes_the_killed_run(resumed):
-    stdout = resumed["again"].stdout
+    stdout = resumed["again"]["stdout"]
     assert f"trained {STEPS} steps" in stdout, stdout[-2000:]
     # It resumed from the newest checkpoint left: its first Keras epoch (a checkpoint interval)
     # is the one after it, not the first.
     first = max(resumed["complete"]) // EVERY + 1
-    progress = resumed["again"].stderr  # Keras's progress: on stderr, the results on stdout
+    progress = resumed["again"]["stderr"]  # Keras's progress: on stderr, the results on stdout
     assert _epochs(progress) == list(range(first, STEPS // EVERY + 1)), progress[-2000:]
     assert _epochs(stdout) == []
     assert _checkpoint_steps(resumed["output"] / "checkpoints") == [STEPS - EVERY, STEPS]
@@ -169,7 +175,7 @@ def test_the_resumed_model_equals_an_uninterrupted_run(resumed):
     assert int(h5_values(run / "language_model.weights.h5")["optimizer/vars/0"]) == STEPS
 
 
-def test_running_a_finished_command_again_does_not_retrain(resumed, capsys):
+def test_running_a_finished_command_again_does_not_retrain(resumed):
     """The library restores the last checkpoint (step 12), `fit` has no epoch left to run, and
     the outputs are written again from the restored model: the same weights and optimizer
     state."""
@@ -177,8 +183,7 @@ def test_running_a_finished_command_again_does_not_retrain(resumed, capsys):
     checkpoints = output / "checkpoints"
     before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in checkpoints.iterdir()}
     weights = h5_values(output / "language_model.weights.h5")
-    status, stdout, stderr = _in_process(_command(resumed["recipe"], resumed["corpus"], output),
-                                         capsys)
+    status, stdout, stderr = _in_process(_command(resumed["recipe"], resumed["corpus"], output))
     assert status == 0, stderr[-3000:]
     assert f"trained {STEPS} steps" in stdout
     assert _epochs(stderr) == [], stderr[-2000:]  # no training step ran
@@ -189,13 +194,13 @@ def test_running_a_finished_command_again_does_not_retrain(resumed, capsys):
         np.testing.assert_array_equal(value, weights[key], err_msg=key)
 
 
-def test_another_recipe_in_the_same_directory_is_refused(resumed, capsys):
+def test_another_recipe_in_the_same_directory_is_refused(resumed):
     output = resumed["output"]
     other = resumed["recipe"].with_name("other.json")
     mode = {"stream": "sentence", "sentence": "stream"}[resumed["mode"]]
     other.write_text(json.dumps({**RECIPES[resumed["name"]], "mode": mode}))
     run_json = (output / "run.json").read_text()
-    status, stdout, stderr = _in_process(_command(other, resumed["corpus"], output), capsys)
+    status, stdout, stderr = _in_process(_command(other, resumed["corpus"], output))
     assert status == 2, (stdout[-2000:], stderr[-2000:])
     assert "elmo-tf: error:" in stderr and "run.json" in stderr, stderr
     assert "holds another run" in stderr and "--output" in stderr
@@ -204,7 +209,7 @@ def test_another_recipe_in_the_same_directory_is_refused(resumed, capsys):
     assert (output / "run.json").read_text() == run_json
 
 
-def test_a_larger_steps_later_trains_up_to_that_total(resumed, capsys):
+def test_a_larger_steps_later_trains_up_to_that_total(resumed):
     """`--steps` is a total: the finished 12-step run given `--steps 14` (and a checkpoint
     interval its step 12 is not a multiple of) trains 2 more steps, not 14 or a whole
     interval."""
@@ -214,7 +219,7 @@ def test_a_larger_steps_later_trains_up_to_that_total(resumed, capsys):
     command = _command(resumed["recipe"], resumed["corpus"], output)
     command[command.index("--steps") + 1] = "14"
     command[command.index("--checkpoint-every") + 1] = "5"
-    status, stdout, stderr = _in_process(command, capsys)
+    status, stdout, stderr = _in_process(command)
     assert status == 0, stderr[-3000:]
     assert "trained 14 steps" in stdout, stdout[-2000:]
     assert _epochs(stderr), stderr[-2000:]  # Keras's progress, on stderr
