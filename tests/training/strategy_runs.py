@@ -6,8 +6,9 @@ with `MirroredStrategy` over logical CPU devices, in one process.
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its file's stem) it trains the runs
 named after it (`RUNS`: `default`, no strategy; `mirrored`, 2 replicas; `mirrored-xla`, 2
-replicas with XLA per replica; `mirrored-xla-refuses`, one step with a Python function in the
-model, which XLA cannot compile: its error, or None) into
+replicas with XLA per replica; `mirrored-xla-resumed`, the same trained to half its steps, then
+resumed with the `xla` setting left out; `mirrored-xla-refuses`, one step with a Python
+function in the model, which XLA cannot compile: its error, or None) into
 `OUTPUT_BASE/<name>-<run>` (a checkpoint every 2 steps) and prints one JSON line,
 `RESULTS {name: {run: {"steps", "train", "xla"}}, "optimizers": {...}}`: "train" holds the
 training metrics of the last checkpoint interval (its last 2 steps), "xla" what run.json
@@ -23,6 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 
 RUNS = {"default": (False, "off"), "mirrored": (True, "off"), "mirrored-xla": (True, "on"),
+        "mirrored-xla-resumed": (True, "on"),
         "mirrored-xla-refuses": (True, "on")}  # name: (mirrored, xla)
 
 
@@ -43,6 +45,10 @@ def main(corpus, base, steps, *recipes_and_runs):
             on_mirrored, xla = RUNS[name]
             strategy = mirrored if on_mirrored else None
             output = os.path.join(base, f"{stem}-{name}")
+            if name.endswith("-resumed"):  # half, then the rest with the setting left out
+                training.train(recipe, corpus, output, strategy=strategy, steps=int(steps) // 2,
+                               seed=0, checkpoint_every=2, verbose=0, xla=xla)
+                xla = None
             if name.endswith("-refuses"):
                 results.setdefault(stem, {})[name] = _refused(recipe, corpus, output, strategy)
                 continue

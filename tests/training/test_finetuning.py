@@ -331,14 +331,15 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
         assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",
                                                                    name != "every_step")
-    for a, b in (("off", name) for name in names[1:]):
-        for first, second in zip(runs[a]["epochs"], runs[b]["epochs"]):
+    for other in names[1:]:  # each against "off"
+        for first, second in zip(runs["off"]["epochs"], runs[other]["epochs"]):
             assert second == pytest.approx(first, abs=1e-6)
         first, second = (h5_values(tmp_path / name / "checkpoints" / "epoch-002.weights.h5")
-                         for name in (a, b))
+                         for name in ("off", other))
         assert first.keys() == second.keys()
         for key, value in first.items():
-            np.testing.assert_allclose(second[key], value, atol=1e-4, err_msg=f"{b}: {key}")
+            np.testing.assert_allclose(second[key], value, atol=1e-4,
+                                       err_msg=f"{other}: {key}")
     assert _predict(capsys, tmp_path / "on", lines, tmp_path) == \
         _predict(capsys, tmp_path / "off", lines, tmp_path)
     # The run records its speed: 2 epochs' seconds (scoring included) and their steps
