@@ -66,7 +66,9 @@ class CompiledStep:
     part and passed in as `compute_loss(..., loss_counts=...)`.
 
     Without a strategy the model is also compiled with Keras's `jit_compile=True`, so that the
-    update and the evaluation compile too (one device holds every variable).
+    update and the evaluation compile too (one device holds every variable), where every layer
+    compiles: a KerasHub task's preprocessor (string ops, run in the input pipeline) keeps it
+    to the per-replica part, as under a strategy.
 
     Set by `compile(..., xla=...)`.
     """
@@ -101,8 +103,11 @@ class CompiledStep:
         for layer in self._computed_layers() if self.xla else ():
             if _would_run_cudnn(layer):
                 layer.use_cudnn, layer.supports_jit = False, True
-        super().compile(*args, jit_compile=self.xla and not tf.distribute.has_strategy(),
-                        **kwargs)
+        # (Asked of a model with a layer that does not compile, Keras warns "Model doesn't
+        # support `jit_compile=True`" and turns it off.)
+        whole = not tf.distribute.has_strategy() and all(
+            layer.supports_jit for layer in self._flatten_layers())
+        super().compile(*args, jit_compile=self.xla and whole, **kwargs)
         # One trace per input signature (a new shape compiles once), kept in a plain
         # namespace: not tracked, not saved with the model.
         self._xla_step = types.SimpleNamespace(
