@@ -67,8 +67,9 @@ class CompiledStep:
 
     Without a strategy the model is also compiled with Keras's `jit_compile=True`, so that the
     update and the evaluation compile too (one device holds every variable), where every layer
-    compiles: a KerasHub task's preprocessor (string ops, run in the input pipeline) keeps it
-    to the per-replica part, as under a strategy.
+    compiles: a task whose preprocessor hashes words (string ops, run in the input pipeline; a
+    `TextClassifier` with `word_embedding_dim`, `finetune`'s default) compiles the per-replica
+    part only, as under a strategy.
 
     Set by `compile(..., xla=...)`.
     """
