@@ -107,7 +107,7 @@ class CompiledStep:
         # (Asked of a model with a layer that does not compile, Keras warns "Model doesn't
         # support `jit_compile=True`" and turns it off.)
         whole = not tf.distribute.has_strategy() and all(
-            layer.supports_jit for layer in self._flatten_layers())
+            layer.supports_jit for layer in [self, *sublayers(self)])
         super().compile(*args, jit_compile=self.xla and whole, **kwargs)
         # One trace per input signature (a new shape compiles once), kept in a plain
         # namespace: not tracked, not saved with the model.
