@@ -55,8 +55,9 @@ def finetune_head(paths, model, task, kind, seed, work):
 
 
 def words_head(splits, seed):
-    """The bag of task-trained word embeddings alone: `BagOfWords` (64) of the hashed words,
-    dropout 0.5, a dense layer; the training and the epoch's choice of `SETTINGS`."""
+    """The bag of task-trained word embeddings alone: `BagOfWords` (`word_embedding_dim`) of
+    the hashed words, dropout 0.5, a dense layer; the training and the epoch's choice of
+    `SETTINGS`."""
     import keras
     import tensorflow as tf
 
@@ -70,7 +71,8 @@ def words_head(splits, seed):
             for name, (texts, labels) in splits.items()}
     classes = int(max(data["train"][1])) + 1
     word_ids = keras.Input((None,), dtype="int32")
-    hidden = keras.layers.Dropout(SETTINGS["dropout"])(BagOfWords(64)(word_ids))
+    hidden = keras.layers.Dropout(SETTINGS["dropout"])(
+        BagOfWords(SETTINGS["word_embedding_dim"])(word_ids))
     model = keras.Model(word_ids, keras.layers.Dense(classes)(hidden))
     model.compile(keras.optimizers.Adam(SETTINGS["learning_rate"]), metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))

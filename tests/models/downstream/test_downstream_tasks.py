@@ -415,7 +415,8 @@ def test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs():
     logits, loss and gradients are the task's own, and in training its dropout draws too
     (from the same seed states: the same layers); what it cannot do is refused: a
     fine-tuned biLM, outputs of another shape."""
-    from elmo_tf.models.downstream.frozen_bilm_head import GIVEN, FrozenBiLMHead
+    from elmo_tf.models.downstream import FrozenBiLMHead
+    from elmo_tf.models.elmo_embedding import GIVEN
 
     embedding = _embedding()
     pair = {"text_a": tf.constant(["a b c", "d", ""]), "text_b": tf.constant(["x", "y z", "w"])}
