@@ -313,8 +313,11 @@ def probe(paths, runs, name, seed, budget, task, fine_tune, report):
 
 def _speed(output):
     """A finetune run's own record of its speed (run.json's, `StepTimes`): the first step
-    (compiling included), the steady step, each epoch's seconds with its dev scoring."""
-    return _json(os.path.join(output, "run.json")).get("speed", {})
+    (compiling included), the steady step, each epoch's seconds with its dev scoring; and its
+    process's phases (dev_metrics.json's `"seconds"`: the frozen biLM's outputs, training,
+    scoring and saving), as `"phases"`."""
+    return {**_json(os.path.join(output, "run.json")).get("speed", {}),
+            "phases": _json(os.path.join(output, "dev_metrics.json")).get("seconds", {})}
 
 
 def _scores(output, metric):

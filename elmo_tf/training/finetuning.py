@@ -33,6 +33,7 @@ import contextlib
 import logging
 import math
 import os
+import time
 import weakref
 import zipfile
 
@@ -121,17 +122,20 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         verbose: Keras `fit` verbosity.
 
     A frozen biLM (the default) gives a text the same outputs at every epoch: they are
-    computed once, for the train and dev texts (`Backbone.embed`, with a progress bar), kept
-    in memory, and the layers after the biLM train on them (`FrozenBiLMHead`: the same
-    variables, batches, dropout draws and loss; the same model up to float rounding), unless
-    they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the biLM then runs at every
-    step, as it does fine-tuned.
+    computed once, for the train, dev and test texts (`FROZEN_SPLITS`; `Backbone.embed`, with
+    a progress bar), kept in memory, and the layers after the biLM train on them and score
+    them (`FrozenBiLMHead`: the same variables, batches, dropout draws and loss; the same model
+    up to float rounding), unless they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the
+    biLM then runs at every step, as it does fine-tuned.
 
     Returns:
         `{"dev": {metric: score}, "dev_last_epoch": {...}, "best_epoch": k, "epochs": n,
         "xla": compiled or not, "bilm_outputs_once": whether the run's last epochs trained on
-        the frozen biLM's outputs computed once (also in run.json), "output": output}` (plus
-        `"dev_mismatched"` for MNLI, `"test"` and `"test_last_epoch"` with `test`).
+        the frozen biLM's outputs computed once (also in run.json), "output": output,
+        "seconds": this process's wall seconds per phase (`"bilm_outputs"`, `"training"`:
+        `fit` with its dev scoring, `"scoring_and_saving"`: the test scoring and the preset;
+        those that ran)}` (plus `"dev_mismatched"` for MNLI, `"test"` and `"test_last_epoch"`
+        with `test`).
 
     Example:
     >>> finetune("glue/sst2", "runs/elmo", "runs/sst2", data_dir="glue_data")["dev"]
@@ -197,12 +201,14 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             logger.info("training on %d replicas, %d rows each", strategy.num_replicas_in_sync,
                         batch_size // strategy.num_replicas_in_sync)
 
-        given = {}  # the frozen biLM's outputs of the train and dev texts, once computed
+        given = {}  # the frozen biLM's outputs of each split's texts, once computed
+        seconds = {}  # this process's phases (dev_metrics.json's "seconds")
 
         def score(examples):
-            if "dev" in given and examples is data["dev"]:
-                return _score(head, examples, batch_size, data["metrics"], compiled,
-                              given["dev"])
+            for split, outputs in given.items():
+                if examples is data[split]:  # the layers after the biLM, on its outputs
+                    return _score(head, examples, batch_size, data["metrics"], compiled,
+                                  outputs)
             return _score(model, examples, batch_size, data["metrics"], compiled)
         record = previous or {"settings": settings, "labels": model.labels, "epochs": []}
         run.write_record(record)
@@ -221,11 +227,16 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         metric = data["metrics"][0]
         if done < epochs and not _stopped(record, patience):
             steps = math.ceil(len(data["train"][1]) / batch_size)
-            if head is not None:
-                given.update(_frozen_bilm_outputs(model, {"train": data["train"][0],
-                                                          "dev": data["dev"][0]},
-                                                  batch_size, verbose) or {})
+            if head is not None:  # the scored splits' too: scoring runs no biLM either
+                began = time.monotonic()
+                outputs = _frozen_bilm_outputs(
+                    model, {split: data[split][0] for split in FROZEN_SPLITS if split in data},
+                    batch_size, verbose)
+                if outputs is not None:
+                    given.update(outputs)
+                    seconds["bilm_outputs"] = round(time.monotonic() - began, 3)
             record["bilm_outputs_once"] = bool(given)  # how its epochs trained (the last ones)
+            began = time.monotonic()
             (head if given else model).fit(
                 _epochs(model, data["train"], batch_size, seed, done, epochs, compiled,
                         given.get("train")),
@@ -236,6 +247,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                            keras.callbacks.TensorBoard(run.logs),
                            # run.json's "speed": compilation, steps and scoring apart
                            StepTimes(run, record, tokens_per_step=None)])
+            seconds["training"] = round(time.monotonic() - began, 3)
+        began = time.monotonic()
         best = max(range(len(record["epochs"])), key=lambda k: record["epochs"][k][metric])
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
@@ -261,6 +274,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             model.save_to_preset(output)  # leave none)
         if "dev_mismatched" in data:
             results["dev_mismatched"] = score(data["dev_mismatched"])
+        seconds["scoring_and_saving"] = round(time.monotonic() - began, 3)
+        results["seconds"] = seconds
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
         for copy in (best_file, os.path.join(output, "model.keras")):  # an earlier version's
             with contextlib.suppress(FileNotFoundError):  # the preset holds the weights now
@@ -492,8 +507,11 @@ def _epochs(model, examples, batch_size, seed, first, last, compiled=False, give
 
 
 # The frozen biLM's outputs of every text are kept in memory while a run trains, when they take
-# at most this many bytes (train and dev); else the biLM runs at every step.
+# at most this many bytes (all of `FROZEN_SPLITS` the run has); else the biLM runs at every step.
 FROZEN_OUTPUTS_BYTES = 4 * 2**30
+# The splits whose texts' outputs are computed once: trained on, or scored (the scoring then
+# runs the layers after the biLM alone: compiled, no program of the whole model per bucket).
+FROZEN_SPLITS = ("train", "dev", "test", "dev_mismatched")
 
 
 def _frozen_bilm_head(model):
@@ -527,12 +545,12 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose):
                     for n in features.values())
     needed = positions * backbone.num_layers * backbone.output_dim * 4
     if needed > FROZEN_OUTPUTS_BYTES:
-        logger.info("the frozen biLM's outputs of the train and dev texts would take %.1f GiB "
-                    "(more than %.1f): the biLM runs at every step", needed / 2**30,
+        logger.info("the frozen biLM's outputs of the %s texts would take %.1f GiB (more "
+                    "than %.1f): the biLM runs at every step", ", ".join(splits), needed / 2**30,
                     FROZEN_OUTPUTS_BYTES / 2**30)
         return None
-    logger.info("computing the frozen biLM's outputs of the train and dev texts once "
-                "(%.2f GiB)", needed / 2**30)
+    logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB)",
+                ", ".join(splits), needed / 2**30)
     progress = keras.utils.Progbar(sum(len(n) for features in lengths.values()
                                        for n in features.values()), unit_name="text",
                                    verbose=1 if verbose in ("auto", 1, True) else 0)

@@ -161,6 +161,9 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
               "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
               "--epochs", "8", "--patience", "2")
     again = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
+    # (scored by the whole model now, where the run scored on the biLM's outputs computed once)
+    assert again.pop("seconds").keys() == {"scoring_and_saving"}
+    assert results.pop("seconds").keys() == {"bilm_outputs", "training", "scoring_and_saving"}
     assert again == results
 
 
@@ -294,7 +297,8 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
     BiLSTM runs Keras's own kernel, not cuDNN's (which XLA cannot compile: a GPU's failure).
     Both train on the frozen biLM's outputs computed once (the default). For the tagger and
     the pair, a third run, whose biLM runs at every step instead (as where its outputs would
-    take too much memory), trains the same model again: the same scores and weights. (The
+    take too much memory), trains the same model again: the same scores and weights, and the
+    same test scores (scored on the outputs computed once, or by the whole model). (The
     classifier's head on the outputs, its word features included, and dropout's draws
     through it: `test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs`.)"""
     if task == "tag":
@@ -324,15 +328,19 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         if name == "every_step":
             monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 0)
         _finetune(capsys, "--task", task, "--train", str(tmp_path / "train.txt"), "--dev",
-                  str(tmp_path / "dev.txt"), "--model", bilm, "--epochs", "2", "--patience", "2",
-                  "--xla", "on" if name == "on" else "off", "--output", str(tmp_path / name))
+                  str(tmp_path / "dev.txt"), "--test", str(tmp_path / "train.txt"), "--model", bilm,
+                  "--epochs", "2", "--patience", "2", "--xla", "on" if name == "on" else "off",
+                  "--output", str(tmp_path / name))
         monkeypatch.undo()
         runs[name] = json.loads((tmp_path / name / "run.json").read_text())
         metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
         assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",
                                                                    name != "every_step")
+        assert ("bilm_outputs" in metrics["seconds"]) == (name != "every_step")
+        runs[name]["test"] = metrics["test"]
     for other in names[1:]:  # each against "off"
-        for first, second in zip(runs["off"]["epochs"], runs[other]["epochs"]):
+        for first, second in zip(runs["off"]["epochs"] + [runs["off"]["test"]],
+                                 runs[other]["epochs"] + [runs[other]["test"]]):
             assert second == pytest.approx(first, abs=1e-6)
         first, second = (h5_values(tmp_path / name / "checkpoints" / "epoch-002.weights.h5")
                          for name in ("off", other))
