@@ -203,6 +203,13 @@ class Backbone(keras_hub.models.Backbone):
             char_ids = tf.identity(char_ids)
         return super().__call__(char_ids, *args, **kwargs)
 
+    @staticmethod
+    def embed_compiles():
+        """Whether `embed` compiles with XLA on this device (a GPU): each new padded shape of
+        its input is then a compilation of the whole model (seconds), which a caller with
+        a one-off pass over a small set of texts may want to spend on few shapes."""
+        return compute_device_type() == "GPU"
+
     def embed(self, char_ids):
         """Runs the model for inference, the fastest way the device allows.
 
@@ -223,7 +230,7 @@ class Backbone(keras_hub.models.Backbone):
             raise ValueError(f"a stateful backbone keeps state for max_batch_size="
                              f"{self.max_batch_size} rows; the batch is larger ({batch}).")
         device_type = compute_device_type()
-        xla = device_type == "GPU"
+        xla = self.embed_compiles()
         if device_type not in self._embed.functions:
             spec = tf.TensorSpec([None, None, chars], tf.int32)
 

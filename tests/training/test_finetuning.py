@@ -430,7 +430,9 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
     among them, and keeps each text's outputs at its length: the task's `FrozenBiLMHead` on
     them (`_with_given`) gives every text the logits of the whole model, in batches of 4,
     uncompiled and compiled (features padded to a length bucket, and a last batch to 4 rows).
-    Outputs over the memory budget are not computed."""
+    Where `embed` compiles (a GPU; here its padding alone, on the CPU), the biLM's batches
+    take few shapes (4 rows, a power of two of at least 8 tokens), and the outputs are the
+    same. Outputs over the memory budget are not computed."""
     from elmo_tf import ElmoEmbedding
     from elmo_tf.models.downstream import FrozenBiLMHead, SentencePairClassifier
 
@@ -450,5 +452,17 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
         assert len(once) == len(texts)
         for a, b in zip(whole, once):
             np.testing.assert_allclose(b, a, atol=1e-5)
+    shapes, embed = [], model.backbone.embed
+    monkeypatch.setattr(model.backbone, "embed", lambda ids: shapes.append(ids.shape) or embed(ids))
+    monkeypatch.setattr(type(model.backbone), "embed_compiles", staticmethod(lambda: True))
+    padded = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0)["train"]
+    # each feature's texts sorted by length, in two batches (its 4 shortest, then its 2 longest
+    # and 2 empty rows), each of at most 7 words: 8 tokens
+    assert [tuple(s[:2]) for s in shapes] == [(4, 8)] * 4
+    for name, outputs in given.items():
+        a, b = (o["layers_with_boundaries"] for o in (outputs, padded[name]))
+        np.testing.assert_array_equal(a.row_lengths(), b.row_lengths())
+        np.testing.assert_allclose(b.flat_values, a.flat_values, atol=1e-5, err_msg=name)
+    monkeypatch.undo()
     monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 1)
     assert finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0) is None
