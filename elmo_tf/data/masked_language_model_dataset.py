@@ -51,10 +51,11 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
     predict, for `MaskedElmoLanguageModel`'s next-token loss on its first layer (every copy
     of a sentence has them).
 
-    Cloze targets (sentence mode, `cloze_targets=True`): `"cloze_targets"` int32
-    `[rows, time]`, every token's word id, selected or not (-1 at padding): what
-    `MaskedElmoLanguageModel`'s cloze loss predicts at each token from the first layer's
-    halves on either side of it.
+    Cloze targets (`cloze_targets=True`): `"cloze_targets"` int32 `[rows, time]`, every
+    token's word id, selected or not (-1 at padding): what `MaskedElmoLanguageModel`'s cloze
+    loss predicts at each token from the first layer's halves on either side of it. In stream
+    mode -1 also at `<S>`, `</S>` (as in sentence mode, only words are predicted) and at a
+    window's first and last tokens, whose neighbour on one side is in another window.
 
     Stream mode (bidirectional truncated backpropagation through time): each row is a stream
     of sentences `<S> w1 .. wn </S>` packed back to back into windows of `window` tokens, and
@@ -93,7 +94,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
             one per sentence length and batch size. Set it when `fit` uses XLA (by default on
             one GPU). Stream batches have one shape anyway.
         next_token_targets: add the next-token targets (sentence mode; above).
-        cloze_targets: add the cloze targets (sentence mode; above).
+        cloze_targets: add the cloze targets (above).
         max_characters_per_token: char ids per token.
 
     Returns:
@@ -124,14 +125,12 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
         if k != 1:
             raise ValueError(f"stream batches take masks_per_sentence 1 (mask accumulation "
                              f"copies sentences, sentence mode); got {k}.")
-        if cloze_targets:
-            raise ValueError("cloze_targets is for sentence batches (the first layer's halves "
-                             "on either side of a token are a sentence's).")
         if next_token_targets:
             raise ValueError("next_token_targets is for sentence batches (the targets are on "
                              "each sentence's <S> .. </S> grid).")
         return _stream_batches(sentences, vocabulary, table, batch_size, window, rate,
-                               shuffle_buffer, seed, replicas, repeat, max_characters_per_token)
+                               shuffle_buffer, seed, replicas, repeat, max_characters_per_token,
+                               cloze_targets)
     if replicas != 1:
         raise ValueError("replicas is for stream batches; sentence batches carry no state, so "
                          "a strategy deals whole batches to its replicas.")
@@ -197,7 +196,7 @@ def masked_language_model_dataset(sentences, vocabulary, *, mode="sentence", bat
 
 
 def _stream_batches(sentences, vocabulary, table, batch_size, window, rate, shuffle_buffer, seed,
-                    replicas, repeat, chars):
+                    replicas, repeat, chars, cloze_targets):
     rows = batch_size // replicas
     forward_rows = left_to_right_rows(rows)
     backward_rows = rows - forward_rows
@@ -227,15 +226,22 @@ def _stream_batches(sentences, vocabulary, table, batch_size, window, rate, shuf
                                                 (right_to_left, backward_rows))):
             seed_pair = tf.cast(tf.stack([tf.constant(seed, tf.int64), 2 * index + group]),
                                 tf.int32)
-            masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars),
-                                          vocabulary.lookup(tokens), seed_pair, table, rate=rate)
-            parts.append((tf.reshape(masked, [replicas, rows, window, chars]),
-                          tf.reshape(targets, [replicas, rows, window])))
+            ids = vocabulary.lookup(tokens)
+            masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars), ids, seed_pair,
+                                          table, rate=rate)
+            part = [tf.reshape(masked, [replicas, rows, window, chars]),
+                    tf.reshape(targets, [replicas, rows, window])]
+            if cloze_targets:  # words only, inside the window
+                words = (tokens != "") & (ids != vocabulary.bos_id) & (ids != vocabulary.eos_id)
+                inside = tf.range(window)
+                words &= ((inside > 0) & (inside < window - 1))[None]
+                part.append(tf.reshape(tf.where(words, tf.cast(ids, tf.int32), -1),
+                                       [replicas, rows, window]))
+            parts.append(part)
         # Replica i's rows: its left-to-right rows, then its right-to-left ones.
-        masked, targets = (tf.reshape(tf.concat([a, b], 1), [batch_size, window] + tail)
-                           for a, b, tail in ((parts[0][0], parts[1][0], [chars]),
-                                              (parts[0][1], parts[1][1], [])))
-        return {"stream_char_ids": masked}, {"targets": targets}
+        masked, *targets = (tf.reshape(tf.concat([a, b], 1), [batch_size, window] + tail)
+                            for a, b, tail in zip(*parts, ([chars], [], [])))
+        return {"stream_char_ids": masked}, dict(zip(("targets", "cloze_targets"), targets))
 
     specs = (tf.TensorSpec([replicas * forward_rows, window], tf.string),
              tf.TensorSpec([replicas * backward_rows, window], tf.string))

@@ -91,7 +91,6 @@ class MaskedElmoFamily(Family):
                             f"at most 1/{k} of them ({1 / k:.0%}); got {k} x {rate:g} = "
                             f"{k * rate:g}")
         for name, loss in (("next_token_weight", "the first layer's next-token loss"),
-                           ("cloze_weight", "the first layer's cloze loss"),
                            ("replaced_token_weight", "the replaced-token detection")):
             if recipe.mode == "stream" and getattr(settings, name):
                 problems.append(f"{name} ({loss}) reads sentences: it takes mode 'sentence'")
@@ -110,11 +109,13 @@ class MaskedElmoFamily(Family):
         # The K copies select disjoint shares of a sentence's words, each the rate of them.
         masked = size["tokens"] * copies * settings.selection_rate
         # The first layer's next-token loss predicts as ELMo does, on every copy; the cloze
-        # loss every word of every copy; replaced-token detection labels every word.
+        # loss every word of every copy (on stream windows, about all but a window's first
+        # and last tokens); replaced-token detection labels every word.
+        inside = (recipe.window - 2) / recipe.window if recipe.mode == "stream" else 1
         return (masked
                 + (2 * (tokens + size["sentences"] * copies) if settings.next_token_weight
                    else 0)
-                + (tokens if settings.cloze_weight else 0)
+                + (tokens * inside if settings.cloze_weight else 0)
                 + (tokens if settings.replaced_token_weight else 0))
 
     def training_options(self, recipe):

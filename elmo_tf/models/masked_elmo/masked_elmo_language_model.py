@@ -41,7 +41,9 @@ class MaskedElmoLanguageModel(LanguageModel):
     loss: every token, selected or not, is predicted through the same softmax from
     `[forward; backward]` of the first layer with the forward half taken at the position
     before it and the backward half at the position after it, neither of which has read it.
-    `cloze_perplexity` is its perplexity.
+    `cloze_perplexity` is its perplexity. On stream windows too: a window's first and last
+    tokens, whose neighbour on one side is in another window, are not predicted (a carried
+    state has read only one direction: still no leak).
 
     With `replaced_token_weight` > 0 (beyond the paper, a clearly labelled extension: ELECTRA's
     replaced-token detection, Clark et al. 2020; `docs/masked_elmo.md`), the masked LM is a
@@ -62,8 +64,8 @@ class MaskedElmoLanguageModel(LanguageModel):
     embedded is the discriminator; the generator is the task's. No gradient flows through the
     draw.
 
-    The first layer's losses and the replaced-token detection read sentence inputs only;
-    training batches must hold their targets. In evaluation the loss is the masked LM's alone
+    The first layer's next-token loss and the replaced-token detection read sentence inputs
+    only; training batches must hold the targets of the model's losses. In evaluation the loss is the masked LM's alone
     (so that held-out losses compare across runs); their perplexities are measured where the
     batches hold their targets.
 
@@ -180,12 +182,19 @@ class MaskedElmoLanguageModel(LanguageModel):
         first_layer_losses = (self.next_token_weight or self.cloze_weight
                               or self.replaced_token_weight)
         if "stream_char_ids" in inputs:
-            if first_layer_losses:
-                raise ValueError("the first layer's losses (next_token_weight, cloze_weight) "
-                                 "and the replaced-token detection (replaced_token_weight) "
-                                 "read sentences ('char_ids'), not stream windows.")
-            top = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
-            return self.top_layer(top, training)
+            if self.next_token_weight or self.replaced_token_weight:
+                raise ValueError("the first layer's next-token loss (next_token_weight) and "
+                                 "the replaced-token detection (replaced_token_weight) read "
+                                 "sentences ('char_ids'), not stream windows.")
+            layers = self.backbone.encode_stream(inputs["stream_char_ids"], training=training)
+            top = self.top_layer(layers, training)
+            if not self.cloze_weight:
+                return top
+            # The first layer with a row of zeros on either side of the window, where a
+            # sentence has its <S> and </S>: the window's first and last tokens, whose
+            # neighbour is in another window, have no cloze target (the batches' -1).
+            return {"masked": top, "first_layer": tf.pad(
+                self.top_layer(layers, training, index=1), [[0, 0], [1, 1], [0, 0]])}
         if self.replaced_token_weight:
             # The generator's layer; the discriminator reads the words it draws (compute_loss).
             char_ids = inputs["char_ids"]

@@ -264,15 +264,13 @@ def test_the_cloze_loss_predicts_each_token_from_the_first_layers_halves_around_
     assert float(model.cloze_perplexity.result()) == pytest.approx(np.exp(cloze), rel=1e-5)
     with pytest.raises(ValueError, match=r"need \['cloze_targets'\] too"):
         model.compute_loss(y={"targets": targets["targets"]}, y_pred=y_pred, training=True)
-    # The batches: every token's id, selected or not, -1 at padding; sentence batches only.
+    # The batches: every token's id, selected or not, -1 at padding.
     x, y = next(iter(_dataset(sentences[:8], vocabulary, batch_size=8, repeat=False,
                               cloze_targets=True)))
     words = y["cloze_targets"].numpy()
     assert ((words >= 0) == x["char_ids"].numpy().any(-1)).all()
     selected = y["targets"].numpy()
     assert (selected[selected >= 0] == words[selected >= 0]).all()
-    with pytest.raises(ValueError, match="cloze_targets is for sentence batches"):
-        _dataset([["a"]], vocabulary, mode="stream", cloze_targets=True)
     # It trains in fit, from a recipe.
     from elmo_tf.recipes.recipe import Recipe
     from elmo_tf.training.pretraining import build_language_model
@@ -285,8 +283,79 @@ def test_the_cloze_loss_predicts_each_token_from_the_first_layers_halves_around_
         recipe, per_replica=8, replicas=1, seed=0, pad_to_buckets=False)
     logs = lm.fit(data, steps_per_epoch=2, epochs=1, verbose=0).history
     assert np.isfinite(logs["loss"][-1]) and 1 < logs["cloze_perplexity"][-1] < np.inf
-    with pytest.raises(ValueError, match="cloze_weight .*takes mode 'sentence'"):
-        Recipe.from_dict({"base": "masked_elmo_small", "cloze_weight": 1.0})
+
+
+def test_the_cloze_loss_on_stream_windows(corpus):
+    """On stream windows (one shape for XLA) the cloze loss predicts each word inside a
+    window from the first layer's halves around it: no leak (in the rows that carry the
+    forward state and in those that carry the backward one, a window after the first), a
+    window's first and last tokens and `<S>`/`</S>` not predicted, and the loss is the masked
+    LM's plus the weight times the cloze mean NLL against NumPy; it trains from a recipe."""
+    from elmo_tf.recipes.recipe import Recipe
+    from elmo_tf.training.pretraining import build_language_model
+
+    sentences, vocabulary = corpus
+    weight = 0.7
+    model = MaskedElmoLanguageModel(_tiny_backbone(stream_rows=4), 20, num_negatives=64,
+                                    cloze_weight=weight)
+    # Rows 0-1 carry the forward state, rows 2-3 the backward one; the first window is the
+    # same in rows 0 and 1 (and in 2 and 3), the second differs at token 2 only.
+    first_window = tokens_to_char_ids([["p", "q", "r", "s", "t"]] * 4)
+    model({"stream_char_ids": first_window})
+    second = tokens_to_char_ids([["a", "b", "c", "d", "e"], ["a", "b", "x", "d", "e"]] * 2)
+    y_pred = model({"stream_char_ids": second})
+    first = y_pred["first_layer"].numpy()
+    assert first.shape[1] == 5 + 2 and not first[:, [0, -1]].any()  # a zero row either side
+    half = first.shape[-1] // 2
+    rows = np.concatenate([first[:, :-2, :half], first[:, 2:, half:]], -1)  # token k's row
+    for a, b in ((0, 1), (2, 3)):
+        np.testing.assert_array_equal(rows[a, 2], rows[b, 2])
+        assert np.abs(rows[a, 1] - rows[b, 1]).max() > 0  # its backward half has read token 2
+        assert np.abs(rows[a, 3] - rows[b, 3]).max() > 0  # its forward half has read it
+    # The loss against NumPy (full softmax: 20 words, 64 negatives).
+    targets = {"targets": np.array([[-1, 4, -1, -1, -1]] * 4, np.int32),
+               "cloze_targets": np.array([[-1, 4, 5, 6, -1]] * 4, np.int32)}
+    kernel, bias = model.softmax.kernel.numpy(), model.softmax.bias.numpy()
+
+    def mean_nll(outputs, ids):
+        return reference.softmax_nll(outputs, ids, kernel, bias).mean()
+
+    expected = (mean_nll(y_pred["masked"].numpy(), targets["targets"])
+                + weight * mean_nll(rows, targets["cloze_targets"]))
+    loss = model.compute_loss(y=targets, y_pred=y_pred, training=True)
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+    # The batches: every word's id inside the window (a selected one's is its target, an
+    # unselected one is read as it is), -1 at the window's first and last tokens and at the
+    # boundaries.
+    char_ids = {tuple(tokens_to_char_ids([[w]]).numpy()[0, 0]): i
+                for i, w in enumerate(vocabulary.tokens)}
+    batches = _dataset(sentences[:40], vocabulary, mode="stream", batch_size=4, window=7,
+                       cloze_targets=True, rate=0.4, repeat=False)
+    inner_boundaries = 0
+    for x, y in batches.take(8):
+        cloze, selected = y["cloze_targets"].numpy(), y["targets"].numpy()
+        inputs = x["stream_char_ids"].numpy()
+        assert (cloze[:, [0, -1]] == -1).all()
+        for r, t in zip(*np.nonzero(np.ones_like(cloze[:, 1:-1]))):
+            t += 1
+            token = tuple(inputs[r, t])
+            if selected[r, t] >= 0:
+                assert cloze[r, t] == selected[r, t]
+            elif not any(token) or char_ids.get(token) in (vocabulary.bos_id,
+                                                           vocabulary.eos_id):
+                assert cloze[r, t] == -1  # padding, <S>, </S>
+                inner_boundaries += any(token)
+            else:
+                assert cloze[r, t] == char_ids.get(token, vocabulary.unk_id)
+    assert inner_boundaries  # (the windows' insides hold some)
+    recipe = Recipe.from_dict({"base": "tiny_masked", "mode": "stream", "cloze_weight": 0.5,
+                               "batch_size": 4})
+    lm = build_language_model(recipe, len(vocabulary))
+    data = recipe.family.training_batches(
+        tf.data.Dataset.from_tensor_slices(tf.ragged.constant(sentences[:64])), vocabulary,
+        recipe, per_replica=4, replicas=1, seed=0, pad_to_buckets=False)
+    logs = lm.fit(data, steps_per_epoch=2, epochs=1, verbose=0).history
+    assert np.isfinite(logs["loss"][-1]) and 1 < logs["cloze_perplexity"][-1] < np.inf
 
 
 def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus, monkeypatch):
