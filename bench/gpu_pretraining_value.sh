@@ -35,14 +35,15 @@
 # alone took 168 s (op by op, three at once, 164.7 s the day before): no clear gain from XLA;
 # the protocol's pre-trainings and ELMo's evaluation finished in a 455 s command; Masked
 # ELMo's evaluation and the probes did not: they keep the protocol from one lending.
-# The chosen Masked ELMo (the cloze loss, sentence batches) in the small shape is
-# `masked_elmo_small_cloze`: MODELS="elmo_small masked_elmo_small_cloze" before the device
-# script (trained 3 steps on CPU with XLA; not run on a GPU yet).
+# The chosen Masked ELMo (the cloze loss) in the small shape is `masked_elmo_small_cloze`,
+# the device script's default beside elmo_small.
 # A fifth lending (2026-11-29, pretraining_value-gpu-issue38-lending5.json, finetune_xla-gpu-trained.json):
 # with MODELS="elmo_small masked_elmo_small_cloze" and deadline 555, ELMo trained and was
 # evaluated, but Masked ELMo's calibration did not end (sentence batches: 10 shapes compiled
 # in its first 200 steps), and ELMo's probes were stopped beside it; one compiled probe of the
-# trained ELMo alone took 114 s (25 s of it epochs). docs/masked_elmo.md names the levers.
+# trained ELMo alone took 114 s (25 s of it epochs). docs/masked_elmo.md names the levers;
+# since then masked_elmo_small_cloze reads stream windows (one shape: 3 steps on CPU with
+# XLA, not run on a GPU yet), and the probes record their phases (`"phases"` in the JSONs).
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.

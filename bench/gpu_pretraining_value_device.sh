@@ -2,11 +2,12 @@
 # On the lent GPU machine, after the chunk commands bench/gpu_pretraining_value.sh prints:
 #   bash bench/gpu_pretraining_value_device.sh [BUDGET_MINUTES=2] [SEED=0] [DEADLINE_SECONDS=540]
 # bench/pretraining_value.py's protocol for the small shapes, fitted to one device command:
-# elmo_small and masked_elmo_small side by side on the one GPU (their calibrations at about the
-# same time, then their trainings: each model's steps come from its own step time measured
-# while the other runs too, an approximation of equal shares), then, as soon as a model's biLM
-# is kept, its held-out evaluation and its three frozen probes at once (Masked ELMo's
-# evaluation compiles every length bucket of the held-out sentences: minutes on a GPU).
+# elmo_small and masked_elmo_small_cloze (the chosen Masked ELMo) side by side on the one GPU
+# (their calibrations at about the same time, then their trainings: each model's steps come
+# from its own step time measured while the other runs too, an approximation of equal
+# shares), then, as soon as a model's biLM is kept, its held-out evaluation and its three
+# frozen probes at once (Masked ELMo's evaluation compiles every length bucket of the held-out
+# sentences: minutes on a GPU).
 # MODELS="a b" runs other models of the protocol. At the deadline what still runs of this
 # script's processes is stopped and listed; every finished part is in
 # $OUT/pretraining_value-gpu.json (the per-process reports merged, `stopped_at_deadline` and
@@ -44,7 +45,7 @@ model() {  # pre-train; once its biLM is kept (renamed into place whole), its he
   return "$failed"
 }
 
-for name in ${MODELS:-elmo_small masked_elmo_small}; do
+for name in ${MODELS:-elmo_small masked_elmo_small_cloze}; do
   { model "$name" > "$out/$name.log" 2>&1 || echo "$name" >> /tmp/pv/failed.txt; } &
 done
 while [ -n "$(jobs -r)" ] && [ $(( $(date +%s) - began )) -lt "$deadline" ]; do sleep 5; done

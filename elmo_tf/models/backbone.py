@@ -207,7 +207,15 @@ class Backbone(keras_hub.models.Backbone):
     def embed_compiles():
         """Whether `embed` compiles with XLA on this device (a GPU): each new padded shape of
         its input is then a compilation of the whole model (seconds), which a caller with
-        a one-off pass over a small set of texts may want to spend on few shapes."""
+        a one-off pass over a small set of texts may want to spend on few shapes.
+
+        Returns:
+            True on a GPU (the device `embed` would run on), False elsewhere.
+
+        Example:
+        >>> if backbone.embed_compiles():
+        ...     char_ids = pad_to_a_power_of_two(char_ids)   # fewer compilations
+        """
         return compute_device_type() == "GPU"
 
     def embed(self, char_ids):

@@ -122,17 +122,20 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         verbose: Keras `fit` verbosity.
 
     A frozen biLM (the default) gives a text the same outputs at every epoch: they are
-    computed once, for the train, dev and test texts (`FROZEN_SPLITS`; `Backbone.embed`, with
-    a progress bar), kept in memory, and the layers after the biLM train on them and score
-    them (`FrozenBiLMHead`: the same variables, batches, dropout draws and loss; the same model
-    up to float rounding), unless they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the
-    biLM then runs at every step, as it does fine-tuned.
+    computed once, for the train and dev texts (`Backbone.embed`, with a progress bar), kept
+    in memory, and the layers after the biLM train on them and score them (`FrozenBiLMHead`:
+    the same variables, batches, dropout draws and loss; the same model up to float rounding),
+    unless they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the biLM then runs at
+    every step, as it does fine-tuned. The test texts' outputs (`SCORED_SPLITS`) are computed
+    with them where the budget has room, and the test scored on them; else by the whole
+    model.
 
     Returns:
         `{"dev": {metric: score}, "dev_last_epoch": {...}, "best_epoch": k, "epochs": n,
         "xla": compiled or not, "bilm_outputs_once": whether the run's last epochs trained on
         the frozen biLM's outputs computed once (also in run.json), "output": output,
-        "seconds": this process's wall seconds per phase (`"bilm_outputs"`, `"training"`:
+        "scored_on_bilm_outputs": the splits this process scored on them, "seconds": this
+        process's wall seconds per phase (`"bilm_outputs"`, `"training"`:
         `fit` with its dev scoring, `"scoring_and_saving"`: the test scoring and the preset;
         those that ran)}` (plus `"dev_mismatched"` for MNLI, `"test"` and `"test_last_epoch"`
         with `test`).
@@ -230,8 +233,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             if head is not None:  # the scored splits' too: scoring runs no biLM either
                 began = time.monotonic()
                 outputs = _frozen_bilm_outputs(
-                    model, {split: data[split][0] for split in FROZEN_SPLITS if split in data},
-                    batch_size, verbose)
+                    model, {split: data[split][0] for split in ("train", "dev")}, batch_size,
+                    verbose, {split: data[split][0] for split in SCORED_SPLITS if split in data})
                 if outputs is not None:
                     given.update(outputs)
                     seconds["bilm_outputs"] = round(time.monotonic() - began, 3)
@@ -275,6 +278,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         if "dev_mismatched" in data:
             results["dev_mismatched"] = score(data["dev_mismatched"])
         seconds["scoring_and_saving"] = round(time.monotonic() - began, 3)
+        results["scored_on_bilm_outputs"] = [split for split in ("dev", *SCORED_SPLITS)
+                                             if split in given]
         results["seconds"] = seconds
         write_json_atomically(os.path.join(output, "dev_metrics.json"), results)
         for copy in (best_file, os.path.join(output, "model.keras")):  # an earlier version's
@@ -506,12 +511,13 @@ def _epochs(model, examples, batch_size, seed, first, last, compiled=False, give
     return tf.data.Dataset.range(first, last).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 
 
-# The frozen biLM's outputs of every text are kept in memory while a run trains, when they take
-# at most this many bytes (all of `FROZEN_SPLITS` the run has); else the biLM runs at every step.
+# The frozen biLM's outputs of the train and dev texts are kept in memory while a run trains,
+# when they take at most this many bytes; else the biLM runs at every step.
 FROZEN_OUTPUTS_BYTES = 4 * 2**30
-# The splits whose texts' outputs are computed once: trained on, or scored (the scoring then
-# runs the layers after the biLM alone: compiled, no program of the whole model per bucket).
-FROZEN_SPLITS = ("train", "dev", "test", "dev_mismatched")
+# The splits only scored whose texts' outputs are computed with them where the budget has room
+# (their scoring then runs the layers after the biLM alone: compiled, no program of the whole
+# model per bucket); else the whole model scores them.
+SCORED_SPLITS = ("test", "dev_mismatched")
 
 
 def _frozen_bilm_head(model):
@@ -524,12 +530,14 @@ def _frozen_bilm_head(model):
     return head
 
 
-def _frozen_bilm_outputs(model, splits, batch_size, verbose):
+def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
     """The frozen biLM's outputs of the texts of each split (`{split: texts}`): `{split:
     {feature: {"layers_with_boundaries": tf.RaggedTensor [texts, (time + 2), layers, dim]}}}`
     for each char-ids feature (`FrozenBiLMHead.given_names`), each text's at its length, in
     host memory; None when they would take more than `FROZEN_OUTPUTS_BYTES` (the biLM then
-    runs at every step), counted before any is computed. The texts are run in batches of
+    runs at every step), counted before any is computed. `scored`: more splits, only scored
+    (`{split: texts}`), whose outputs are added while the total stays within that budget (the
+    others left to the whole model). The texts are run in batches of
     similar lengths (`Backbone.embed`, on the accelerator if there is one), with a progress
     bar; where `embed` compiles (a GPU), each batch is padded to few shapes
     (`_padded_to_few_shapes`); while a feature's outputs become a tensor, the memory holds
@@ -537,25 +545,32 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose):
     backbone, names = model.backbone, FrozenBiLMHead.given_names(model)
     rows = 4 * batch_size
     lengths = {}  # {split: {feature: each text's tokens}}, a chunk of texts at a time
-    for split, texts in splits.items():
+    for split, texts in {**splits, **(scored or {})}.items():
         counts = {name: [np.zeros(0, np.int32)] for name in names}
         for start in range(0, len(texts), 4096):
             features = model.preprocessor(model.inputs_for(texts[start:start + 4096]))
             for name in names:
                 counts[name].append(sequence_lengths(char_ids_mask(features[name])).numpy())
         lengths[split] = {name: np.concatenate(c) for name, c in counts.items()}
-    positions = sum(int(n.sum()) + 2 * len(n) for features in lengths.values()
-                    for n in features.values())
-    needed = positions * backbone.num_layers * backbone.output_dim * 4
+
+    def size(split):  # bytes
+        positions = sum(int(n.sum()) + 2 * len(n) for n in lengths[split].values())
+        return positions * backbone.num_layers * backbone.output_dim * 4
+
+    needed = sum(size(split) for split in splits)
     if needed > FROZEN_OUTPUTS_BYTES:
         logger.info("the frozen biLM's outputs of the %s texts would take %.1f GiB (more "
                     "than %.1f): the biLM runs at every step", ", ".join(splits), needed / 2**30,
                     FROZEN_OUTPUTS_BYTES / 2**30)
         return None
+    splits = dict(splits)
+    for split, texts in (scored or {}).items():
+        if needed + size(split) <= FROZEN_OUTPUTS_BYTES:
+            splits[split], needed = texts, needed + size(split)
     logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB)",
                 ", ".join(splits), needed / 2**30)
-    progress = keras.utils.Progbar(sum(len(n) for features in lengths.values()
-                                       for n in features.values()), unit_name="text",
+    progress = keras.utils.Progbar(sum(len(n) for split in splits
+                                       for n in lengths[split].values()), unit_name="text",
                                    verbose=1 if verbose in ("auto", 1, True) else 0)
     given = {}
     for split, texts in splits.items():
@@ -588,9 +603,9 @@ def _padded_to_few_shapes(char_ids, rows):
     `embed`'s own buckets, 25 % apart, take about 14), less than twice the tokens of texts
     longer than 8: where each shape is a compilation of the whole biLM, a one-off pass costs
     more in compilations than in compute."""
-    texts, time = char_ids.shape[0], char_ids.shape[1]
-    padded_time = max(8, 1 << max(time - 1, 0).bit_length())
-    return tf.pad(char_ids, [[0, rows - texts], [0, padded_time - time], [0, 0]])
+    texts, length = char_ids.shape[0], char_ids.shape[1]
+    padded = max(8, 1 << max(length - 1, 0).bit_length())
+    return tf.pad(char_ids, [[0, rows - texts], [0, padded - length], [0, 0]])
 
 
 def _with_given(x, given, rows, padded_rows=None):

@@ -164,6 +164,8 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     # (scored by the whole model now, where the run scored on the biLM's outputs computed once)
     assert again.pop("seconds").keys() == {"scoring_and_saving"}
     assert results.pop("seconds").keys() == {"bilm_outputs", "training", "scoring_and_saving"}
+    assert (again.pop("scored_on_bilm_outputs"), results.pop("scored_on_bilm_outputs")) == (
+        [], ["dev", "test"])
     assert again == results
 
 
@@ -307,11 +309,13 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         long = "".join(f"{w} O\n" for w in "the big one ran off far away".split())
         (tmp_path / "train.txt").write_text((conll + "\n") * 3 + long)
         (tmp_path / "dev.txt").write_text(conll + "\n" + long)
+        (tmp_path / "test.txt").write_text("Co O\nruns O\n\nthe O\nbig B-ORG\nPeter I-ORG\n")
         lines = ["Peter runs", "Big Co won today"]
     elif task == "classify":
         (tmp_path / "train.txt").write_text("".join(f"pos\t{t}\n" for t in GOOD)
                                             + "".join(f"neg\t{t}\n" for t in BAD))
         (tmp_path / "dev.txt").write_text("pos\tgood stuff\nneg\tbad stuff and a long tail\n")
+        (tmp_path / "test.txt").write_text("neg\tgood but dull\npos\tfun\npos\tso bad\n")
         lines = ["good good", "bad"]
     else:
         (tmp_path / "train.txt").write_text("".join(
@@ -319,6 +323,7 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
             [("same", "a good film", "good fun"), ("other", "a good film", "bad and dull"),
              ("same", "bad fun", "so bad"), ("other", "very good", "bad .")] * 2))
         (tmp_path / "dev.txt").write_text("same\tgood\tgood .\nother\tgood\tbad\n")
+        (tmp_path / "test.txt").write_text("other\tso good\tdull film\nsame\tbad\tbad fun\n")
         lines = ["good\tfine", "bad\tgood"]
     runs = {}
     names = ("off", "on") if task == "classify" else ("off", "on", "every_step")
@@ -328,15 +333,17 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         if name == "every_step":
             monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 0)
         _finetune(capsys, "--task", task, "--train", str(tmp_path / "train.txt"), "--dev",
-                  str(tmp_path / "dev.txt"), "--test", str(tmp_path / "train.txt"), "--model", bilm,
-                  "--epochs", "2", "--patience", "2", "--xla", "on" if name == "on" else "off",
-                  "--output", str(tmp_path / name))
+                  str(tmp_path / "dev.txt"), "--test", str(tmp_path / "test.txt"), "--model",
+                  bilm, "--epochs", "2", "--patience", "2", "--xla",
+                  "on" if name == "on" else "off", "--output", str(tmp_path / name))
         monkeypatch.undo()
         runs[name] = json.loads((tmp_path / name / "run.json").read_text())
         metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
         assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",
                                                                    name != "every_step")
         assert ("bilm_outputs" in metrics["seconds"]) == (name != "every_step")
+        assert metrics["scored_on_bilm_outputs"] == ([] if name == "every_step"
+                                                     else ["dev", "test"])
         runs[name]["test"] = metrics["test"]
     for other in names[1:]:  # each against "off"
         for first, second in zip(runs["off"]["epochs"] + [runs["off"]["test"]],
@@ -429,10 +436,13 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
     batch size of 1 here: two biLM batches, sorted), a pair's two inputs apart, an empty text
     among them, and keeps each text's outputs at its length: the task's `FrozenBiLMHead` on
     them (`_with_given`) gives every text the logits of the whole model, in batches of 4,
-    uncompiled and compiled (features padded to a length bucket, and a last batch to 4 rows).
+    uncompiled and compiled (features padded to a length bucket, and a last batch to 4 rows);
+    the memory budget decides on the train texts, then adds a scored split's where it fits.
     Where `embed` compiles (a GPU; here its padding alone, on the CPU), the biLM's batches
     take few shapes (4 rows, a power of two of at least 8 tokens), and the outputs are the
     same. Outputs over the memory budget are not computed."""
+    import tensorflow as tf
+
     from elmo_tf import ElmoEmbedding
     from elmo_tf.models.downstream import FrozenBiLMHead, SentencePairClassifier
 
@@ -453,7 +463,8 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
         for a, b in zip(whole, once):
             np.testing.assert_allclose(b, a, atol=1e-5)
     shapes, embed = [], model.backbone.embed
-    monkeypatch.setattr(model.backbone, "embed", lambda ids: shapes.append(ids.shape) or embed(ids))
+    monkeypatch.setattr(model.backbone, "embed",
+                        lambda ids: shapes.append(ids.shape) or embed(ids))
     monkeypatch.setattr(type(model.backbone), "embed_compiles", staticmethod(lambda: True))
     padded = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0)["train"]
     # each feature's texts sorted by length, in two batches (its 4 shortest, then its 2 longest
@@ -463,6 +474,17 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
         a, b = (o["layers_with_boundaries"] for o in (outputs, padded[name]))
         np.testing.assert_array_equal(a.row_lengths(), b.row_lengths())
         np.testing.assert_allclose(b.flat_values, a.flat_values, atol=1e-5, err_msg=name)
+    for length, padded_length in ((0, 8), (1, 8), (8, 8), (9, 16), (16, 16), (17, 32)):
+        assert finetuning._padded_to_few_shapes(tf.ones([3, length, 50], tf.int32), 5).shape \
+            == (5, padded_length, 50)
     monkeypatch.undo()
-    monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 1)
-    assert finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0) is None
+    # The budget: the train texts' outputs or none; a scored split's beside them where the
+    # budget still has room.
+    train_bytes = sum(o["layers_with_boundaries"].flat_values.numpy().nbytes
+                      for o in given.values())
+    test = texts[:3]
+    for budget, splits in ((train_bytes - 1, None), (train_bytes, ["train"]),
+                           (2 * train_bytes, ["test", "train"])):
+        monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", budget)
+        outputs = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, {"test": test})
+        assert (outputs if outputs is None else sorted(outputs)) == splits

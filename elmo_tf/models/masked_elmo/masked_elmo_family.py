@@ -94,6 +94,10 @@ class MaskedElmoFamily(Family):
                            ("replaced_token_weight", "the replaced-token detection")):
             if recipe.mode == "stream" and getattr(settings, name):
                 problems.append(f"{name} ({loss}) reads sentences: it takes mode 'sentence'")
+        if recipe.mode == "stream" and settings.cloze_weight and recipe.window < 3:
+            problems.append(f"cloze_weight on stream windows predicts the words inside a window "
+                            f"(not its first and last token): window must be at least 3; got "
+                            f"{recipe.window}")
         if settings.replaced_token_weight and settings.next_token_weight:
             problems.append("replaced_token_weight takes no next_token_weight (the "
                             "discriminator reads replaced words, not the masked sentence)")

@@ -64,10 +64,10 @@ class MaskedElmoLanguageModel(LanguageModel):
     embedded is the discriminator; the generator is the task's. No gradient flows through the
     draw.
 
-    The first layer's next-token loss and the replaced-token detection read sentence inputs
-    only; training batches must hold the targets of the model's losses. In evaluation the loss is the masked LM's alone
-    (so that held-out losses compare across runs); their perplexities are measured where the
-    batches hold their targets.
+    The first layer's next-token loss and the replaced-token detection read sentence
+    inputs only; training batches must hold the targets of the model's losses. In evaluation
+    the loss is the masked LM's alone (so that held-out losses compare across runs); their
+    perplexities are measured where the batches hold their targets.
 
     Inputs: `{"char_ids": int32 [batch, time, chars]}`, masked sentences without boundaries
     (every row from zero state); or `{"stream_char_ids": ...}`, masked windows of token streams
@@ -76,7 +76,8 @@ class MaskedElmoLanguageModel(LanguageModel):
     `elmo_tf.data.masked_language_model_dataset`.
     Targets: `{"targets": int32 [batch, time]}`, the original word id at selected positions,
     -1 elsewhere; with the cloze loss, `"cloze_targets"` int32 `[batch, time]` too (every
-    token's id; the replaced-token detection reads them too), and with the next-token loss,
+    word's id; on stream windows -1 at `<S>`, `</S>` and a window's first and last tokens; the
+    replaced-token detection reads them too), and with the next-token loss,
     `"forward_targets"` and `"backward_targets"`
     int32 `[batch, time + 2]` (`masked_language_model_dataset(cloze_targets=True,
     next_token_targets=True)`).

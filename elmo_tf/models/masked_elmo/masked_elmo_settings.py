@@ -21,9 +21,10 @@ class MaskedElmoSettings:
         next_token_weight: sentence batches: the weight of ELMo's next-token loss on the
             first layer, added to the masked LM's (0: BERT's loss alone;
             `MaskedElmoLanguageModel`, `docs/masked_elmo.md`).
-        cloze_weight: sentence batches: the weight of a cloze loss on the first layer (every
-            token predicted from the forward half before it and the backward half after it),
-            added to the masked LM's (0: none; `MaskedElmoLanguageModel`).
+        cloze_weight: the weight of a cloze loss on the first layer (every word predicted
+            from the forward half before it and the backward half after it; on stream
+            windows, of at least 3 tokens, every word but a window's first and last), added to
+            the masked LM's (0: none; `MaskedElmoLanguageModel`).
         replaced_token_weight: sentence batches: the weight of ELECTRA's replaced-token
             detection (0: none; ELECTRA's is 50): the masked LM becomes a small generator and
             the backbone a discriminator (`MaskedElmoLanguageModel`; beyond the paper,
