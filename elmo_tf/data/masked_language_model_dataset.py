@@ -14,7 +14,7 @@ from elmo_tf.data.language_model_dataset import (
     with_sentence_boundaries,
 )
 from elmo_tf.ops.lstm import left_to_right_rows
-from elmo_tf.ops.masking import mask_tokens, replacement_table
+from elmo_tf.ops.masking import mask_tokens, real_tokens, replacement_table
 from elmo_tf.ops.random import stateless_uniform
 
 # A different shuffle seed for the streams read right to left.
@@ -226,15 +226,13 @@ def _stream_batches(sentences, vocabulary, table, batch_size, window, rate, shuf
                                                 (right_to_left, backward_rows))):
             seed_pair = tf.cast(tf.stack([tf.constant(seed, tf.int64), 2 * index + group]),
                                 tf.int32)
-            ids = vocabulary.lookup(tokens)
-            masked, targets = mask_tokens(tokens_to_char_ids(tokens, chars), ids, seed_pair,
-                                          table, rate=rate)
+            char_ids, ids = tokens_to_char_ids(tokens, chars), vocabulary.lookup(tokens)
+            masked, targets = mask_tokens(char_ids, ids, seed_pair, table, rate=rate)
             part = [tf.reshape(masked, [replicas, rows, window, chars]),
                     tf.reshape(targets, [replicas, rows, window])]
-            if cloze_targets:  # words only, inside the window
-                words = (tokens != "") & (ids != vocabulary.bos_id) & (ids != vocabulary.eos_id)
+            if cloze_targets:  # the words a masked LM may predict, inside the window
                 inside = tf.range(window)
-                words &= ((inside > 0) & (inside < window - 1))[None]
+                words = real_tokens(char_ids, ids) & ((inside > 0) & (inside < window - 1))[None]
                 part.append(tf.reshape(tf.where(words, tf.cast(ids, tf.int32), -1),
                                        [replicas, rows, window]))
             parts.append(part)

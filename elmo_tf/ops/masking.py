@@ -43,16 +43,9 @@ def mask_tokens(char_ids, word_ids, seed, replacement_char_ids, rate=0.15, mask_
     char_ids = tf.convert_to_tensor(char_ids, tf.int32)
     word_ids = tf.cast(word_ids, tf.int32)
     chars = char_ids.shape[-1]
-    if chars is None:
-        raise ValueError("char_ids need a static last axis (max_characters_per_token).")
     seeds = tf.random.experimental.stateless_split(tf.cast(seed, tf.int32), 3)
     shape = tf.shape(word_ids)
-    boundary = [tf.constant(special_token_char_ids(c, chars), tf.int32)
-                for c in (BOS_CHAR, EOS_CHAR)]
-    is_boundary = tf.logical_or(tf.reduce_all(char_ids == boundary[0], axis=-1),
-                                tf.reduce_all(char_ids == boundary[1], axis=-1))
-    real = tf.reduce_any(char_ids > 0, axis=-1) & ~is_boundary & (word_ids >= 0)
-    selected = real & (stateless_uniform(shape, seeds[0]) < rate)
+    selected = real_tokens(char_ids, word_ids) & (stateless_uniform(shape, seeds[0]) < rate)
     action = stateless_uniform(shape, seeds[1])
     to_mask = selected & (action < mask_rate)
     to_random = selected & (action >= mask_rate) & (action < mask_rate + random_rate)
@@ -63,6 +56,27 @@ def mask_tokens(char_ids, word_ids, seed, replacement_char_ids, rate=0.15, mask_
     masked = tf.where(to_mask[..., None], tf.broadcast_to(mask_chars, tf.shape(char_ids)),
                       tf.where(to_random[..., None], random_chars, char_ids))
     return masked, tf.where(selected, word_ids, -1)
+
+
+def real_tokens(char_ids, word_ids):
+    """bool `[batch, time]`: the tokens a masked LM may predict, those that are not padding
+    (all-zero char ids), not `<S>` or `</S>`, and have a target id (`word_ids` >= 0): what
+    `mask_tokens` selects from, and the cloze loss's targets on stream windows.
+
+    Example:
+    >>> real_tokens(tokens_to_char_ids([["<S>", "a", ""]]), [[0, 5, -1]])
+    <tf.Tensor: ... [[False,  True, False]]>
+    """
+    char_ids = tf.convert_to_tensor(char_ids, tf.int32)
+    chars = char_ids.shape[-1]
+    if chars is None:
+        raise ValueError("char_ids need a static last axis (max_characters_per_token).")
+    boundary = [tf.constant(special_token_char_ids(c, chars), tf.int32)
+                for c in (BOS_CHAR, EOS_CHAR)]
+    is_boundary = tf.logical_or(tf.reduce_all(char_ids == boundary[0], axis=-1),
+                                tf.reduce_all(char_ids == boundary[1], axis=-1))
+    has_target = tf.cast(word_ids, tf.int32) >= 0
+    return tf.reduce_any(char_ids > 0, axis=-1) & ~is_boundary & has_target
 
 
 def replacement_table(tokens, max_characters_per_token):

@@ -543,21 +543,20 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
     (`_padded_to_few_shapes`); while a feature's outputs become a tensor, the memory holds
     them twice."""
     backbone, names = model.backbone, FrozenBiLMHead.given_names(model)
-    rows = 4 * batch_size
+    rows, few_shapes = 4 * batch_size, backbone.embed_compiles()
     lengths = {}  # {split: {feature: each text's tokens}}, a chunk of texts at a time
-    for split, texts in {**splits, **(scored or {})}.items():
+
+    def counted(split, texts):  # its texts' tokens counted (`lengths`): their outputs' bytes
         counts = {name: [np.zeros(0, np.int32)] for name in names}
         for start in range(0, len(texts), 4096):
             features = model.preprocessor(model.inputs_for(texts[start:start + 4096]))
             for name in names:
                 counts[name].append(sequence_lengths(char_ids_mask(features[name])).numpy())
         lengths[split] = {name: np.concatenate(c) for name, c in counts.items()}
-
-    def size(split):  # bytes
         positions = sum(int(n.sum()) + 2 * len(n) for n in lengths[split].values())
         return positions * backbone.num_layers * backbone.output_dim * 4
 
-    needed = sum(size(split) for split in splits)
+    needed = sum(counted(split, texts) for split, texts in splits.items())
     if needed > FROZEN_OUTPUTS_BYTES:
         logger.info("the frozen biLM's outputs of the %s texts would take %.1f GiB (more "
                     "than %.1f): the biLM runs at every step", ", ".join(splits), needed / 2**30,
@@ -565,8 +564,9 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
         return None
     splits = dict(splits)
     for split, texts in (scored or {}).items():
-        if needed + size(split) <= FROZEN_OUTPUTS_BYTES:
-            splits[split], needed = texts, needed + size(split)
+        more = counted(split, texts)
+        if needed + more <= FROZEN_OUTPUTS_BYTES:
+            splits[split], needed = texts, needed + more
     logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB)",
                 ", ".join(splits), needed / 2**30)
     progress = keras.utils.Progbar(sum(len(n) for split in splits
@@ -583,7 +583,7 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
             for start in range(0, len(order), rows):
                 batch = order[start:start + rows]
                 char_ids = model.preprocessor(model.inputs_for([texts[i] for i in batch]))[name]
-                if backbone.embed_compiles():
+                if few_shapes:
                     char_ids = _padded_to_few_shapes(char_ids, rows)
                 layers = np.transpose(backbone.embed(char_ids)["layers_with_boundaries"],
                                       (0, 2, 1, 3))
