@@ -101,6 +101,9 @@ MODELS = {
     # cloze targets): what the GPU protocol can compile once.
     "masked_elmo_cloze_stream": {"base": "masked_elmo_cpu", "cloze_weight": 1.0,
                                  "mode": "stream"},
+    # ELMo on the same stream windows (bilm-tf's own batches; elmo_cpu reads sentences): the
+    # equal footing for the stream lever, which was first tried on Masked ELMo only.
+    "elmo_stream": {"base": "elmo_cpu", "mode": "stream"},
     # ELECTRA's replaced-token detection (beyond the paper; issue 38's lever after the first
     # layer's losses): a small generator's masked LM at ELECTRA's 15 %, the backbone a
     # discriminator of every token at ELECTRA's weight 50, with the cloze loss kept.
