@@ -243,13 +243,20 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
             # What a step reads and teaches, as the run's family counts it.
             tokens, supervised = (record["tokens_per_step"],
                                   record["supervised_predictions_per_step"])
+            # The seconds of the steps before this command's: the run's own ledger (a run
+            # resumed from a budget another report holds), else this report's earlier budget.
+            ledger = os.path.join(runs, name, f"seed-{seed}", "train_seconds.json")
             earlier = [v for b, v in out.items() if float(b) < budget]
-            previous = max(earlier, key=lambda v: v["steps"]) if earlier else None
+            previous = (_json(ledger) if os.path.exists(ledger) else
+                        max(earlier, key=lambda v: v["steps"]) if earlier else {})
+            wall, cpu = (wall + previous.get("train_wall_seconds", 0),
+                         cpu + previous.get("train_cpu_seconds", 0))
+            with open(ledger, "w") as f:
+                json.dump({"steps": steps, "train_wall_seconds": wall,
+                           "train_cpu_seconds": cpu}, f)
             out[key] = {"steps": steps,
-                        "train_wall_seconds": round(wall + (previous or {}).get(
-                            "train_wall_seconds", 0), 1),
-                        "train_cpu_seconds": round(cpu + (previous or {}).get(
-                            "train_cpu_seconds", 0), 1),
+                        "train_wall_seconds": round(wall, 1),
+                        "train_cpu_seconds": round(cpu, 1),
                         "tokens_read": round(tokens * steps), "supervised_predictions":
                             None if supervised is None else round(supervised * steps),
                         "heldout": None,

@@ -126,6 +126,11 @@ def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_aga
     pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [1.0], 0.5, report, save)
     assert len(calls) == 3  # done: nothing runs
     assert not (tmp_path / "elmo" / "seed-0" / "budget-1.partial").exists()
+    # A larger budget in another report (a new --output) counts the run's earlier seconds too.
+    out = pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [2.0], 0.5, {},
+                                     lambda: None)
+    assert out["2"]["steps"] == 240
+    assert (out["2"]["train_wall_seconds"], out["2"]["train_cpu_seconds"]) == (4.0, 6.0)
 
 
 def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
