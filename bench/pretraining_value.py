@@ -232,6 +232,12 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
         kept = os.path.join(runs, name, f"seed-{seed}", f"budget-{key}")
         steps = max(1, round(budget * 60 / seconds_per_step))
         if out.get(key, {}).get("steps") != steps or not os.path.isdir(kept):
+            # The seconds of the steps before this command's: the run's own ledger where the
+            # run it describes is there and short of `steps` (a run resumed from a budget
+            # another report holds), else this report's earlier budget.
+            ledger = os.path.join(runs, name, f"seed-{seed}", "train_seconds.json")
+            before = (_json(ledger) if os.path.exists(ledger) and os.path.isdir(run_dir)
+                      else {})
             wall, cpu = run([*CLI, "train", "--recipe", _recipe_file(runs, name), "--corpus",
                              paths["lm_train"], "--output", run_dir, "--steps", str(steps),
                              "--checkpoint-every", str(min(steps, CHECKPOINT_EVERY)),
@@ -243,11 +249,8 @@ def pretrain(paths, runs, name, seed, budgets, seconds_per_step, report, save, t
             # What a step reads and teaches, as the run's family counts it.
             tokens, supervised = (record["tokens_per_step"],
                                   record["supervised_predictions_per_step"])
-            # The seconds of the steps before this command's: the run's own ledger (a run
-            # resumed from a budget another report holds), else this report's earlier budget.
-            ledger = os.path.join(runs, name, f"seed-{seed}", "train_seconds.json")
             earlier = [v for b, v in out.items() if float(b) < budget]
-            previous = (_json(ledger) if os.path.exists(ledger) else
+            previous = (before if before.get("steps", steps) < steps else
                         max(earlier, key=lambda v: v["steps"]) if earlier else {})
             wall, cpu = (wall + previous.get("train_wall_seconds", 0),
                          cpu + previous.get("train_cpu_seconds", 0))

@@ -4,6 +4,7 @@ what a step reads and supervises from a run's record, and what a stopped run lea
 import dataclasses
 import json
 import os
+import shutil
 
 import h5py
 import numpy as np
@@ -131,6 +132,11 @@ def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_aga
                                      lambda: None)
     assert out["2"]["steps"] == 240
     assert (out["2"]["train_wall_seconds"], out["2"]["train_cpu_seconds"]) == (4.0, 6.0)
+    # A ledger whose run was deleted describes nothing: a new run counts its own seconds.
+    shutil.rmtree(tmp_path / "elmo" / "seed-0" / "run")
+    out = pretraining_value.pretrain(paths, str(tmp_path), "elmo", 0, [3.0], 0.5, {},
+                                     lambda: None)
+    assert (out["3"]["steps"], out["3"]["train_wall_seconds"]) == (360, 2.0)
 
 
 def test_the_trend_recovers_known_curves_and_where_one_reaches_the_other():
