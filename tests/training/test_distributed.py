@@ -45,8 +45,10 @@ def strategy_runs(tmp_path_factory, corpus):
     masked_model = {**MODEL, "lstm": {**{k: v for k, v in MODEL["lstm"].items()
                                          if k not in ("cell_clip", "proj_clip")},
                                       "fully_bidirectional": True}}
+    # (The replicas without XLA: Masked ELMo's stream run below, whose state, clip and
+    # summed optimizer are the same code as ELMo's.)
     runs = [f"{_write_recipe(base / 'stream.json', mode='stream', clip_norm=0.1)}:"
-            "default,mirrored,mirrored-xla",
+            "default,mirrored-xla",
             # Resumed half-way: XLA per replica resumes exactly, keeping its setting. (The
             # uncompiled step with replicas of different counts: Masked ELMo's, below.)
             f"{_write_recipe(base / 'sentence.json', mode='sentence')}:"
@@ -95,24 +97,17 @@ def test_an_embedding_exported_under_mirrored_replicas_saves_only_its_mix_traina
     assert results["export"]["variables"] > 20
 
 
-def test_mirrored_stream_training_equals_one_replica(strategy_runs):
-    """2 replicas train as 1 on the same global batch, up to float32 summation order. Each
-    replica keeps the LSTM state of its own rows (4 of the 8) from step to step, so this also
-    checks that the per-replica state follows the right rows, and the clip (hit at every step)
-    that the summed gradient is clipped. Measured: weights within 2e-8, metrics within 2e-6;
-    clipping each replica's part (as Keras's Adagrad does) instead: weights 2e-2, perplexity
-    0.7 %."""
-    base, results = strategy_runs
-    _compare(base, results, "stream", loss_rtol=1e-5, weight_rtol=2.5e-7, weight_atol=1e-7)
-
-
 def test_mirrored_masked_elmo_stream_training_equals_one_replica(strategy_runs):
-    """Masked ELMo's stream batches: each replica's rows are laid out as one replica's (half
-    read left to right, half right to left) and carry their own state, so 2 replicas train as
-    1 on the same rows, up to float32 summation order. The replicas select different numbers
-    of tokens: the loss must be the mean over the global batch's selected tokens (their counts
-    summed over the replicas), not the mean of the replicas' means (measured: that puts the
-    loss 2.7e-4 apart, relative; the stream runs, whose replicas count the same, pass)."""
+    """2 replicas (without XLA) train as 1 on the same global batch, up to float32 summation
+    order. Masked ELMo's stream batches: each replica's rows are laid out as one replica's
+    (half read left to right, half right to left) and carry their own LSTM state from step to
+    step, so this also checks that the per-replica state follows the right rows; and the clip
+    (hit at every step) that the summed gradient is clipped (clipping each replica's part, as
+    Keras's own clip does, instead: weights 5e-3 apart, measured 2026-11-30). The replicas
+    select different numbers of tokens: the loss must be the mean over the global batch's
+    selected tokens (their counts summed over the replicas), not the mean of the replicas'
+    means (measured: that puts the loss 2.7e-4 apart, relative; ELMo's stream runs, whose
+    replicas count the same, pass)."""
     base, results = strategy_runs
     assert set(results["masked_stream"]["default"]["train"]) == {"loss", "perplexity"}
     _compare(base, results, "masked_stream", loss_rtol=1e-5, weight_rtol=2.5e-7,
@@ -164,7 +159,7 @@ def test_a_mirrored_stream_run_evaluates_as_the_one_replica_run(strategy_runs, c
 
     base, _ = strategy_runs
     one = evaluate(str(base / "stream-default"), corpus["train"])
-    two = evaluate(str(base / "stream-mirrored"), corpus["train"])
+    two = evaluate(str(base / "stream-mirrored-xla"), corpus["train"])
     assert one.keys() == two.keys()
     for key, value in one.items():
         np.testing.assert_allclose(two[key], value, rtol=1e-5, err_msg=key)

@@ -1,6 +1,7 @@
 """Kill-and-resume of `elmo-tf train` (ELMo sentence and stream runs, a Masked ELMo stream
-run): a run killed with SIGKILL leaves only complete checkpoints and the same command resumes
-it; a finished run is not retrained; another recipe in the same directory is refused; a larger
+run): a run killed with SIGKILL while it writes a checkpoint leaves only complete checkpoints
+(and that write's temporary), and the same command removes the temporary and resumes the run;
+a finished run is not retrained; another recipe in the same directory is refused; a larger
 `--steps` trains up to it."""
 
 import contextlib
@@ -86,22 +87,33 @@ RECIPES = {"sentence": {**RECIPE, "mode": "sentence", "optimizer": "adam",
 
 @pytest.fixture(scope="module", params=list(RECIPES))
 def resumed(request, tmp_path_factory, corpus):
-    """The command killed (SIGKILL) right after its first checkpoint, then run again to the end;
+    """The command killed (SIGKILL) while it writes its second checkpoint, then run again to the
+    end at once (the dead writer's temporary, unlocked now, goes whatever its age);
     and the same command run without interruption in another directory (both `_on_cpus`)."""
     name = request.param
     base = tmp_path_factory.mktemp(f"resume_{name}")
     recipe = base / "recipe.json"
     recipe.write_text(json.dumps(RECIPES[name]))
     output, reference = base / "run", base / "uninterrupted"
+    # Killed while it writes its second checkpoint (`tests.stalled_writer` holds that write
+    # before its rename, so the kill lands there however fast the write is): the first is
+    # complete, the second a temporary.
+    stalled = rf"ckpt-0+{2 * EVERY}\.weights\.h5"
+    command = _command(recipe, corpus["train"], output)
     with open(base / "killed.log", "w") as log:
-        killed = subprocess.Popen(_command(recipe, corpus["train"], output), cwd=ROOT, env=ENV,
-                                  stdout=log, stderr=subprocess.STDOUT)
+        killed = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled,
+                                   *command[3:]], cwd=ROOT, env=ENV, stdout=log,
+                                  stderr=subprocess.STDOUT)
     checkpoints = output / "checkpoints"
-    kill_when(killed, lambda: _checkpoint_steps(checkpoints), timeout=subprocesses.limit(180))
+    temporary = re.compile(rf"{stalled}\..+\.tmp")
+    kill_when(killed, lambda: os.path.isdir(checkpoints) and any(
+        temporary.fullmatch(n) for n in os.listdir(checkpoints)),
+        timeout=subprocesses.limit(180))
     log = (base / "killed.log").read_text(errors="replace")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run ended (exit {killed.returncode}) before it could be killed:\n{log[-3000:]}")
     listing = sorted(os.listdir(checkpoints))
+    assert any(temporary.fullmatch(n) for n in listing), listing
     complete = {}  # what each checkpoint present at kill time holds, read with h5py
     for step in _checkpoint_steps(checkpoints):
         try:
@@ -122,7 +134,7 @@ def resumed(request, tmp_path_factory, corpus):
 
 def test_a_killed_run_leaves_only_complete_checkpoints(resumed):
     complete = resumed["complete"]
-    assert complete and max(complete) < STEPS, resumed["listing"]
+    assert sorted(complete) == [EVERY], resumed["listing"]
     # Every checkpoint under its final name loads: the model and the optimizer, whose iteration
     # counter is the step in the name.
     for step, content in complete.items():
