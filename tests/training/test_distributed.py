@@ -102,8 +102,8 @@ def test_mirrored_masked_elmo_stream_training_equals_one_replica(strategy_runs):
     order. Masked ELMo's stream batches: each replica's rows are laid out as one replica's
     (half read left to right, half right to left) and carry their own LSTM state from step to
     step, so this also checks that the per-replica state follows the right rows; and the clip
-    (hit at every step) that the summed gradient is clipped (clipping each replica's part, as
-    Keras's own clip does, instead: weights 5e-3 apart, measured 2026-11-30). The replicas
+    that the summed gradient is clipped (clipping each replica's part, as Keras's own clip
+    does, instead: weights 5e-3 apart, measured 2026-11-30). The replicas
     select different numbers of tokens: the loss must be the mean over the global batch's
     selected tokens (their counts summed over the replicas), not the mean of the replicas'
     means (measured: that puts the loss 2.7e-4 apart, relative; ELMo's stream runs, whose
@@ -154,7 +154,9 @@ def test_the_optimizers_sum_the_replicas_row_sparse_gradients_then_clip(strategy
 def test_a_mirrored_stream_run_evaluates_as_the_one_replica_run(strategy_runs, corpus,
                                                                  tmp_path):
     # Saved weights leave out the per-replica LSTM state, so `evaluate` (one replica) reloads a
-    # 2-replica run; and a corpus that fills no batch is a clear error.
+    # 2-replica run (the compiled one: its evaluation compiled too, as its run.json records
+    # `xla` on, against the uncompiled one-replica run's); and a corpus that fills no batch is
+    # a clear error.
     from elmo_tf.training import evaluate
 
     base, _ = strategy_runs

@@ -101,8 +101,11 @@ def resumed(request, tmp_path_factory, corpus):
     stalled = rf"ckpt-0+{2 * EVERY}\.weights\.h5"
     command = _command(recipe, corpus["train"], output)
     with open(base / "killed.log", "w") as log:
+        # Its temporary directory (AutoGraph's files, left by the kill) under the test's.
+        (base / "tmp").mkdir()
         killed = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled,
-                                   *command[3:]], cwd=ROOT, env=ENV, stdout=log,
+                                   *command[3:]], cwd=ROOT,
+                                  env=dict(ENV, TMPDIR=str(base / "tmp")), stdout=log,
                                   stderr=subprocess.STDOUT)
     checkpoints = output / "checkpoints"
     temporary = re.compile(rf"{stalled}\..+\.tmp")
