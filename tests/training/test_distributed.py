@@ -103,11 +103,11 @@ def test_mirrored_masked_elmo_stream_training_equals_one_replica(strategy_runs):
     (half read left to right, half right to left) and carry their own LSTM state from step to
     step, so this also checks that the per-replica state follows the right rows; and the clip
     that the summed gradient is clipped (clipping each replica's part, as Keras's own clip
-    does, instead: weights 5e-3 apart, measured 2026-11-30). The replicas
-    select different numbers of tokens: the loss must be the mean over the global batch's
-    selected tokens (their counts summed over the replicas), not the mean of the replicas'
-    means (measured: that puts the loss 2.7e-4 apart, relative; ELMo's stream runs, whose
-    replicas count the same, pass)."""
+    does, instead: weights 5e-3 apart, measured 2026-11-30). The replicas select different
+    numbers of tokens: the loss must be the mean over the global batch's selected tokens
+    (their counts summed over the replicas), not the mean of the replicas' means (measured:
+    that puts the loss 2.7e-4 apart, relative; ELMo's stream runs, whose replicas count the
+    same, pass)."""
     base, results = strategy_runs
     assert set(results["masked_stream"]["default"]["train"]) == {"loss", "perplexity"}
     _compare(base, results, "masked_stream", loss_rtol=1e-5, weight_rtol=2.5e-7,
