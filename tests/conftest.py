@@ -148,6 +148,22 @@ def kill_when(process, condition, timeout):
         process.wait()
 
 
+def kill_while_writing(args, stalled, where, temporary, timeout, **popen):
+    """Runs `elmo-tf ARGS` with the write of the file or directory named `stalled` (a regex)
+    held before its rename (`tests.stalled_writer`), and kills it (SIGKILL) as soon as a
+    temporary of it (`temporary`, a compiled regex) is in the directory `where`, or after
+    `timeout` seconds; returns the ended process. `popen`: `subprocess.Popen`'s other
+    arguments (cwd, env, stdout, stderr)."""
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled, *args],
+                               **popen)
+    kill_when(process, lambda: os.path.isdir(where) and any(
+        temporary.fullmatch(n) for n in os.listdir(where)), timeout)
+    return process
+
+
 def keras_sees_a_gpu(monkeypatch):
     """Keras's LSTM and GRU then take their cuDNN path when traced, as in a process that sees a
     GPU (a CPU has no cuDNN kernel to run it, but a graph can hold the op)."""

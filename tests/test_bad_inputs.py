@@ -22,7 +22,7 @@ import pytest
 from elmo_tf import cli
 from elmo_tf.training import run_directory
 from tests import subprocesses
-from tests.conftest import CPU_ONLY_ENV, kill_when
+from tests.conftest import CPU_ONLY_ENV, kill_while_writing
 
 
 def _cli_error(capsys, *argv):
@@ -200,12 +200,10 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     scratch = tmp_path / "tmpdir"  # TMPDIR: where TensorFlow's AutoGraph writes its files
     scratch.mkdir()
     env = dict(os.environ, **CPU_ONLY_ENV, TMPDIR=str(scratch))
-    process = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled, *args],
-                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.PIPE)
     temporary = re.compile(rf"{name}\..+\.tmp")
-    kill_when(process, lambda: os.path.isdir(where) and any(
-        temporary.fullmatch(n) for n in os.listdir(where)), timeout=subprocesses.limit(300))
+    process = kill_while_writing(args, stalled, where, temporary, subprocesses.limit(300),
+                                 cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
     _, err = process.communicate()
     assert process.returncode == -signal.SIGKILL, (
         f"it ended (exit {process.returncode}) before it was killed: {err.decode()[-2000:]}")

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from tests import subprocesses
-from tests.conftest import CPU_ONLY_ENV, kill_when
+from tests.conftest import CPU_ONLY_ENV, kill_while_writing
 from tests.training import MODEL, RECIPE, h5_values
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -100,18 +100,14 @@ def resumed(request, tmp_path_factory, corpus):
     # complete, the second a temporary.
     stalled = rf"ckpt-0+{2 * EVERY}\.weights\.h5"
     command = _command(recipe, corpus["train"], output)
-    with open(base / "killed.log", "w") as log:
-        # Its temporary directory (AutoGraph's files, left by the kill) under the test's.
-        (base / "tmp").mkdir()
-        killed = subprocess.Popen([sys.executable, "-m", "tests.stalled_writer", stalled,
-                                   *command[3:]], cwd=ROOT,
-                                  env=dict(ENV, TMPDIR=str(base / "tmp")), stdout=log,
-                                  stderr=subprocess.STDOUT)
     checkpoints = output / "checkpoints"
     temporary = re.compile(rf"{stalled}\..+\.tmp")
-    kill_when(killed, lambda: os.path.isdir(checkpoints) and any(
-        temporary.fullmatch(n) for n in os.listdir(checkpoints)),
-        timeout=subprocesses.limit(180))
+    (base / "tmp").mkdir()  # its temporary directory (AutoGraph's files) under the test's
+    with open(base / "killed.log", "w") as log:
+        killed = kill_while_writing(command[3:], stalled, checkpoints, temporary,
+                                    subprocesses.limit(180), cwd=ROOT,
+                                    env=dict(ENV, TMPDIR=str(base / "tmp")), stdout=log,
+                                    stderr=subprocess.STDOUT)
     log = (base / "killed.log").read_text(errors="replace")
     assert killed.returncode == -signal.SIGKILL, (
         f"the run ended (exit {killed.returncode}) before it could be killed:\n{log[-3000:]}")
