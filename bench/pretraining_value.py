@@ -44,6 +44,11 @@ Wikipedia uncertainty (sentence classification, accuracy) for the probes.
   regression, most-frequent-tag; and for perplexity the unigram model and the interpolated
   modified Kneser-Ney 5-gram (`bench/kneser_ney.py`) on the ELMo run's vocabulary.
 
+`--calibration-from REPORT` takes REPORT's calibrations instead of measuring them: the runs
+train the steps REPORT's machine measured as the budgets, on any host and under any load, so
+that a protocol begun on one machine is carried on at the same compute on another (each run
+records its own machine's wall and CPU seconds).
+
 Runs are kept under `--runs` (default `~/.cache/elmo_tf/pretraining_value`) and what is done is
 not done again (a run directory holds its biLM's digest). Writes
 `bench/results/pretraining_value-cpu.json` (machine, versions, command, every figure; parts run
@@ -377,8 +382,11 @@ def _calibrated(name):
 def calibrations(paths, args, names, report, save):
     """Each of `names`' seconds per step (`calibrate`), back to back, so that they are
     measured under the same conditions; kept in the report, and measured again where the
-    steps, the training arguments or the machine differ."""
+    steps, the training arguments or the machine differ. With `args.calibration_from` (a
+    report), that report's calibrations instead, whatever this machine (`borrowed`)."""
     calibration = report.setdefault("calibration", {})
+    if args.calibration_from:
+        return borrowed(args.calibration_from, names, _train_args(args), calibration, save)
     for name in names:
         kept = calibration.get(name, {})
         if (kept.get("steps") != args.calibration_steps
@@ -388,6 +396,28 @@ def calibrations(paths, args, names, report, save):
                 paths, args.runs, name, args.calibration_steps, _train_args(args)),
                 "steps": args.calibration_steps, "train_args": _train_args(args),
                 "machine": machine()}
+            save()
+    return calibration
+
+
+def borrowed(path, names, train_args, calibration, save):
+    """`names`' calibrations taken from the report at `path` (`--calibration-from`) into
+    `calibration`, each marked with where it came from: the runs then train the steps that
+    report's machine measured as the budgets' minutes, so that runs made on other hosts, or
+    under load, carry on its protocol at the same compute (their own wall and CPU seconds
+    are this machine's). A calibration measured with other training arguments, or missing,
+    is an error."""
+    theirs = _json(path).get("calibration", {})
+    path = os.path.relpath(os.path.abspath(path), ROOT)  # as the repository names it
+    for name in names:
+        kept = theirs.get(name)
+        if kept is None or _recorded_train_args(kept) != train_args:
+            raise SystemExit(
+                f"--calibration-from {path}: no calibration of {name!r} with the training "
+                f"arguments {train_args} (it holds: " + ", ".join(
+                    f"{n} {_recorded_train_args(c)}" for n, c in theirs.items()) + ")")
+        if calibration.get(name, {}).get("from") != path:
+            calibration[name] = {**kept, "from": path}
             save()
     return calibration
 
@@ -833,6 +863,10 @@ def main():
     parser.add_argument("--calibration-steps", type=int, default=CALIBRATION_STEPS,
                         help="steps of the calibration run (more on a GPU, whose first steps "
                              "are XLA's compilation)")
+    parser.add_argument("--calibration-from", metavar="REPORT",
+                        help="a report whose calibrations (seconds per step) turn the budgets "
+                             "into steps instead of measuring them here: its machine's "
+                             "minutes, trained on this one")
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     parser.add_argument("--runs", default=DEFAULT_RUNS)
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",

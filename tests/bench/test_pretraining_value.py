@@ -68,13 +68,51 @@ def test_calibrations_and_runs_name_one_xla_mode_and_the_kept_ones_still_match(m
     monkeypatch.setattr(pretraining_value, "calibrate", calibrate)
     monkeypatch.setattr(pretraining_value, "machine", lambda: epyc)
     args = argparse.Namespace(mixed_precision=None, xla=None, runs="unused",
-                              calibration_steps=kept["steps"])
+                              calibration_steps=kept["steps"], calibration_from=None)
     report = {"calibration": {"elmo": dict(kept)}}
     assert pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None) == {
         "elmo": kept}
     args.xla = "on"
     with pytest.raises(AssertionError, match="calibrated again"):
         pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None)
+
+
+def test_calibrations_from_another_report_are_taken_as_they_are_on_any_machine(
+        monkeypatch, tmp_path):
+    # `--calibration-from`: another machine's seconds per step, measured with the same
+    # training arguments, are the runs' (their steps that machine's minutes); nothing is
+    # calibrated here; missing or measured otherwise, an error that names what it holds.
+    import argparse
+
+    def calibrate(*_):
+        raise AssertionError("calibrated here")
+
+    monkeypatch.setattr(pretraining_value, "calibrate", calibrate)
+    monkeypatch.setattr(pretraining_value, "machine", lambda: {"cpu": "Intel Xeon", "gpus": []})
+    epyc = {"cpu": "AMD EPYC", "gpus": []}
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text(json.dumps({"calibration": {
+        "elmo": {"seconds_per_step": 0.42, "steps": 60, "train_args": ["--xla", "off"],
+                 "machine": epyc},
+        "old": {"seconds_per_step": 0.5, "steps": 60, "train_args": [], "machine": epyc},
+        "bf16": {"seconds_per_step": 0.3, "steps": 60, "machine": epyc,
+                 "train_args": ["--mixed-precision", "bfloat16", "--xla", "off"]}}}))
+    args = argparse.Namespace(mixed_precision=None, xla=None, runs="unused",
+                              calibration_steps=10, calibration_from=str(theirs))
+    saved = []
+    report = {"calibration": {"elmo": {"seconds_per_step": 9.0, "machine": {"cpu": "x"}}}}
+    calibration = pretraining_value.calibrations({}, args, ["elmo", "old"], report,
+                                                 lambda: saved.append(1))
+    source = os.path.relpath(str(theirs), pretraining_value.ROOT)
+    assert calibration["elmo"] == {"seconds_per_step": 0.42, "steps": 60, "machine": epyc,
+                                   "train_args": ["--xla", "off"], "from": source}
+    assert calibration["old"]["seconds_per_step"] == 0.5 and saved == [1, 1]
+    pretraining_value.calibrations({}, args, ["elmo"], report, lambda: saved.append(1))
+    assert saved == [1, 1]  # already taken: not saved again
+    for names in (["bf16"], ["missing"]):
+        with pytest.raises(SystemExit, match=f"no calibration of '{names[0]}' with the "
+                           r"training arguments \['--xla', 'off'\] \(it holds: elmo "):
+            pretraining_value.calibrations({}, args, names, report, lambda: None)
 
 
 def test_a_budget_is_saved_once_kept_and_a_stopped_evaluation_is_not_trained_again(
