@@ -387,6 +387,10 @@ def calibrations(paths, args, names, report, save):
     calibration = report.setdefault("calibration", {})
     if args.calibration_from:
         return borrowed(args.calibration_from, names, _train_args(args), calibration, save)
+    taken = sorted({calibration[n]["from"] for n in names if "from" in calibration.get(n, {})})
+    if taken:  # measured anew here, they would turn the runs' budgets into other steps
+        raise SystemExit(f"this report's calibrations of {names} were taken from {taken}: "
+                         f"give --calibration-from {taken[0]} again")
     for name in names:
         kept = calibration.get(name, {})
         if (kept.get("steps") != args.calibration_steps
@@ -405,10 +409,14 @@ def borrowed(path, names, train_args, calibration, save):
     `calibration`, each marked with where it came from: the runs then train the steps that
     report's machine measured as the budgets' minutes, so that runs made on other hosts, or
     under load, carry on its protocol at the same compute (their own wall and CPU seconds
-    are this machine's). A calibration measured with other training arguments, or missing,
-    is an error."""
+    are this machine's; `--calibration-steps` is not used). A calibration measured with other
+    training arguments, or missing, is an error; and so is a later command on the same report
+    without `--calibration-from` (`calibrations`), which would measure anew and give the
+    budgets other steps."""
     theirs = _json(path).get("calibration", {})
-    path = os.path.relpath(os.path.abspath(path), ROOT)  # as the repository names it
+    path = os.path.abspath(path)
+    if path.startswith(ROOT + os.sep):
+        path = os.path.relpath(path, ROOT)  # as the repository names it, wherever it is
     for name in names:
         kept = theirs.get(name)
         if kept is None or _recorded_train_args(kept) != train_args:
@@ -416,8 +424,11 @@ def borrowed(path, names, train_args, calibration, save):
                 f"--calibration-from {path}: no calibration of {name!r} with the training "
                 f"arguments {train_args} (it holds: " + ", ".join(
                     f"{n} {_recorded_train_args(c)}" for n, c in theirs.items()) + ")")
-        if calibration.get(name, {}).get("from") != path:
-            calibration[name] = {**kept, "from": path}
+        # As that report holds it now (measured again there: taken again), and from where it
+        # was measured where that report took it from another.
+        entry = {**kept, "from": kept.get("from", path)}
+        if calibration.get(name) != entry:
+            calibration[name] = entry
             save()
     return calibration
 
@@ -865,8 +876,9 @@ def main():
                              "are XLA's compilation)")
     parser.add_argument("--calibration-from", metavar="REPORT",
                         help="a report whose calibrations (seconds per step) turn the budgets "
-                             "into steps instead of measuring them here: its machine's "
-                             "minutes, trained on this one")
+                             "into steps instead of measuring them here (--calibration-steps "
+                             "unused): its machine's minutes, trained on this one; every "
+                             "later command on the same --output must give it too")
     parser.add_argument("--data-dir", default=DEFAULT_DATA_DIR)
     parser.add_argument("--runs", default=DEFAULT_RUNS)
     parser.add_argument("--output", default=os.path.join(ROOT, "bench", "results",

@@ -103,12 +103,27 @@ def test_calibrations_from_another_report_are_taken_as_they_are_on_any_machine(
     report = {"calibration": {"elmo": {"seconds_per_step": 9.0, "machine": {"cpu": "x"}}}}
     calibration = pretraining_value.calibrations({}, args, ["elmo", "old"], report,
                                                  lambda: saved.append(1))
-    source = os.path.relpath(str(theirs), pretraining_value.ROOT)
+    source = str(theirs)  # tmp_path: outside the repository
     assert calibration["elmo"] == {"seconds_per_step": 0.42, "steps": 60, "machine": epyc,
                                    "train_args": ["--xla", "off"], "from": source}
     assert calibration["old"]["seconds_per_step"] == 0.5 and saved == [1, 1]
     pretraining_value.calibrations({}, args, ["elmo"], report, lambda: saved.append(1))
     assert saved == [1, 1]  # already taken: not saved again
+    # Measured again there: taken again. Taken there from a third report: that one named.
+    mine = json.loads(theirs.read_text())
+    for change in ({"seconds_per_step": 0.4}, {"from": "first.json"}):
+        mine["calibration"]["elmo"].update(change)
+        theirs.write_text(json.dumps(mine))
+        pretraining_value.calibrations({}, args, ["elmo"], report, lambda: saved.append(1))
+        assert report["calibration"]["elmo"]["seconds_per_step"] == 0.4
+    assert report["calibration"]["elmo"]["from"] == "first.json" and saved == [1, 1, 1, 1]
+    # Outside the repository, the file's absolute path (the same from any clone).
+    assert report["calibration"]["old"]["from"] == source
+    # A later command on the same report that forgets the option is refused, not calibrated.
+    args.calibration_from = None
+    with pytest.raises(SystemExit, match="taken from .* give --calibration-from"):
+        pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None)
+    args.calibration_from = str(theirs)
     for names in (["bf16"], ["missing"]):
         with pytest.raises(SystemExit, match=f"no calibration of '{names[0]}' with the "
                            r"training arguments \['--xla', 'off'\] \(it holds: elmo "):
