@@ -387,10 +387,10 @@ def calibrations(paths, args, names, report, save):
     calibration = report.setdefault("calibration", {})
     if args.calibration_from:
         return borrowed(args.calibration_from, names, _train_args(args), calibration, save)
-    taken = sorted({calibration[n]["from"] for n in names if "from" in calibration.get(n, {})})
-    if taken:  # measured anew here, they would turn the runs' budgets into other steps
-        raise SystemExit(f"this report's calibrations of {names} were taken from {taken}: "
-                         f"give --calibration-from {taken[0]} again")
+    taken = sorted({c["from"] for c in calibration.values() if "from" in c})
+    if taken:  # measured here, this machine's minutes would mix with the report's
+        raise SystemExit(f"this report's calibrations were taken from {taken}: give "
+                         f"--calibration-from {taken[0]} again")
     for name in names:
         kept = calibration.get(name, {})
         if (kept.get("steps") != args.calibration_steps
@@ -424,9 +424,10 @@ def borrowed(path, names, train_args, calibration, save):
                 f"--calibration-from {path}: no calibration of {name!r} with the training "
                 f"arguments {train_args} (it holds: " + ", ".join(
                     f"{n} {_recorded_train_args(c)}" for n, c in theirs.items()) + ")")
-        # As that report holds it now (measured again there: taken again), and from where it
-        # was measured where that report took it from another.
-        entry = {**kept, "from": kept.get("from", path)}
+        # As that report holds it now (measured again there: taken again); where that report
+        # took it from another, that one too.
+        entry = {**kept, "from": path,
+                 **({"first_from": kept["from"]} if "from" in kept else {})}
         if calibration.get(name) != entry:
             calibration[name] = entry
             save()

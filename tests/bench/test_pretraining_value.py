@@ -109,21 +109,29 @@ def test_calibrations_from_another_report_are_taken_as_they_are_on_any_machine(
     assert calibration["old"]["seconds_per_step"] == 0.5 and saved == [1, 1]
     pretraining_value.calibrations({}, args, ["elmo"], report, lambda: saved.append(1))
     assert saved == [1, 1]  # already taken: not saved again
-    # Measured again there: taken again. Taken there from a third report: that one named.
+    # Measured again there: taken again. Taken there from a third report: that one named too.
     mine = json.loads(theirs.read_text())
     for change in ({"seconds_per_step": 0.4}, {"from": "first.json"}):
         mine["calibration"]["elmo"].update(change)
         theirs.write_text(json.dumps(mine))
         pretraining_value.calibrations({}, args, ["elmo"], report, lambda: saved.append(1))
         assert report["calibration"]["elmo"]["seconds_per_step"] == 0.4
-    assert report["calibration"]["elmo"]["from"] == "first.json" and saved == [1, 1, 1, 1]
+    assert report["calibration"]["elmo"]["from"] == source and saved == [1, 1, 1, 1]
+    assert report["calibration"]["elmo"]["first_from"] == "first.json"
     # Outside the repository, the file's absolute path (the same from any clone).
     assert report["calibration"]["old"]["from"] == source
-    # A later command on the same report that forgets the option is refused, not calibrated.
+    # A later command on the same report that forgets the option is refused, not calibrated,
+    # whichever models it names.
     args.calibration_from = None
-    with pytest.raises(SystemExit, match="taken from .* give --calibration-from"):
-        pretraining_value.calibrations({}, args, ["elmo"], report, lambda: None)
+    for names in (["elmo"], ["masked_elmo"]):
+        with pytest.raises(SystemExit, match=f"taken from .* give --calibration-from {source}"):
+            pretraining_value.calibrations({}, args, names, report, lambda: None)
     args.calibration_from = str(theirs)
+    # A report in the repository is named as the repository names it, from any clone.
+    path = os.path.join(pretraining_value.ROOT, "bench", "results",
+                        "pretraining_value-cpu-stream-footing.json")
+    assert pretraining_value.borrowed(path, ["elmo"], ["--xla", "off"], {}, lambda: None)[
+        "elmo"]["from"] == "bench/results/pretraining_value-cpu-stream-footing.json"
     for names in (["bf16"], ["missing"]):
         with pytest.raises(SystemExit, match=f"no calibration of '{names[0]}' with the "
                            r"training arguments \['--xla', 'off'\] \(it holds: elmo "):
