@@ -413,7 +413,11 @@ def borrowed(path, names, train_args, calibration, save):
     training arguments, or missing, is an error; and so is a later command on the same report
     without `--calibration-from` (`calibrations`), which would measure anew and give the
     budgets other steps."""
-    theirs = _json(path).get("calibration", {})
+    try:
+        theirs = _json(path).get("calibration", {})
+    except (OSError, ValueError, AttributeError) as error:
+        raise SystemExit(f"--calibration-from {path}: not a readable report JSON "
+                         f"({type(error).__name__}: {error})") from None
     path = os.path.abspath(path)
     if path.startswith(ROOT + os.sep):
         path = os.path.relpath(path, ROOT)  # as the repository names it, wherever it is

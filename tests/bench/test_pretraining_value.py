@@ -132,6 +132,13 @@ def test_calibrations_from_another_report_are_taken_as_they_are_on_any_machine(
                         "pretraining_value-cpu-stream-footing.json")
     assert pretraining_value.borrowed(path, ["elmo"], ["--xla", "off"], {}, lambda: None)[
         "elmo"]["from"] == "bench/results/pretraining_value-cpu-stream-footing.json"
+    # A missing or damaged file: one line naming it.
+    (tmp_path / "damaged.json").write_text('{"calibration": ')
+    (tmp_path / "list.json").write_text("[]")
+    for bad in ("absent.json", "damaged.json", "list.json"):
+        with pytest.raises(SystemExit, match=f"--calibration-from .*{bad}: not a readable "
+                                             "report JSON"):
+            pretraining_value.borrowed(str(tmp_path / bad), ["elmo"], [], {}, lambda: None)
     for names in (["bf16"], ["missing"]):
         with pytest.raises(SystemExit, match=f"no calibration of '{names[0]}' with the "
                            r"training arguments \['--xla', 'off'\] \(it holds: elmo "):
