@@ -222,6 +222,14 @@ def _load_in_earlier_order(lm, path):
     return True
 
 
+def trained_past(directory, total):
+    """The step of the newest whole checkpoint in `directory` past step `total`, or 0: a run
+    that has trained more steps than a command asks of it (read from the files, before any
+    model is built)."""
+    return max((number for number, path in CheckpointFiles(directory).found()
+                if number > total and damage(path) is None), default=0)
+
+
 def _damaged(damaged, path, number, problem):
     damaged[number] = f"{path} ({problem})"
     logger.warning("%s is damaged (%s); resuming from the checkpoint before it, if any", path,

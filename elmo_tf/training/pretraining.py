@@ -31,7 +31,7 @@ import tensorflow as tf
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
-from elmo_tf.training.checkpoints import Checkpoint, restore
+from elmo_tf.training.checkpoints import Checkpoint, restore, trained_past
 from elmo_tf.models.compiled_step import check_xla_mode, use_xla
 from elmo_tf.training.distribution import is_chief, is_multi_worker
 from elmo_tf.text.vocabulary import Vocabulary
@@ -66,7 +66,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         strategy: a `tf.distribute.Strategy` (see `make_strategy`); the default strategy if None.
         epochs: passes over the corpus (default: the recipe's `steps` where it has them, else
             its `epochs`; a resumed run: its own total). `steps` instead: optimizer steps.
-            Either is the run's total: a resumed run trains what is left (`checkpoint_plan`).
+            Either is the run's total: a resumed run trains what is left (`checkpoint_plan`);
+            a total below the steps it has trained is refused.
         minutes: instead of `epochs` or `steps`, a wall-clock budget: the run trains (the
             corpus read again as often as it takes) until this many minutes of `fit` have
             passed in all, then checkpoints and writes its outputs. run.json records the budget
@@ -162,6 +163,12 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
                          f"{recipe.decay_steps} (decay_steps): a run of {length} could train "
                          f"past it at zero; give at most {recipe.decay_steps} steps (--steps), "
                          "or a recipe whose decay_steps is the run's length.")
+    trained = trained_past(run.checkpoints, total) if minutes is None else 0
+    if trained:
+        raise ValueError(f"{output} has trained {trained} steps, more than the {total} asked: "
+                         f"its weights are step {trained}'s, and would be written out as a run "
+                         f"of {total} steps; ask for {trained} steps or more, or train into "
+                         "another output directory.")
     compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(total, minutes))
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),

@@ -220,6 +220,21 @@ def test_another_recipe_in_the_same_directory_is_refused(resumed):
     assert (output / "run.json").read_text() == run_json
 
 
+def test_a_smaller_steps_later_is_refused_and_nothing_changes(resumed):
+    """The finished 12-step run given `--steps 6` would restore step 12 and write it out as a
+    run of 6 steps: refused, before anything is written."""
+    if resumed["name"] != "sentence":
+        pytest.skip("the step plan does not depend on the batch mode: one mode runs it")
+    output = resumed["output"]
+    command = _command(resumed["recipe"], resumed["corpus"], output)
+    command[command.index("--steps") + 1] = "6"
+    before = {p.relative_to(output): p.stat().st_mtime_ns for p in output.rglob("*")}
+    status, stdout, stderr = _in_process(command)
+    assert status == 2, (stdout[-2000:], stderr[-2000:])
+    assert f"{output} has trained 12 steps, more than the 6 asked" in stderr, stderr[-2000:]
+    assert {p.relative_to(output): p.stat().st_mtime_ns for p in output.rglob("*")} == before
+
+
 def test_a_larger_steps_later_trains_up_to_that_total(resumed):
     """`--steps` is a total: the finished 12-step run given `--steps 14` (and a checkpoint
     interval its step 12 is not a multiple of) trains 2 more steps, not 14 or a whole
