@@ -86,6 +86,23 @@ def locked_temporary(directory, name, is_directory=False):
         os.close(fd)
 
 
+@contextlib.contextmanager
+def scratch_directory(directory, name):
+    """A new temporary directory for `name` in `directory` (`locked_temporary`: one a killed
+    process left is removed by the next `remove_stale_temporaries` there), removed when the
+    block ends, however it ends.
+
+    Example:
+    >>> with scratch_directory("runs/sst2", "bilm_outputs") as scratch:
+    ...     train_on_files_in(scratch)
+    """
+    with locked_temporary(directory, name, is_directory=True) as path:
+        try:
+            yield path
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
 def remove_stale_temporaries(directory, name=None):
     """Removes the temporaries a killed writer left in `directory`: for `name` (any name when
     None), the files and directories elmo-tf named `NAME.elmo-tf-HOST-PID-RANDOM.tmp`

@@ -10,6 +10,9 @@ A fine-tuning run lives in its output directory:
 * `best.weights.h5`: the weights of the epoch with the best dev score so far (no optimizer
   state), until the run ends;
 * `logs/`: TensorBoard's (the training loss and the dev metrics per epoch);
+* while it runs, a frozen biLM's outputs of the texts (`FrozenOutputs`), in a temporary
+  directory `bilm_outputs.elmo-tf-*.tmp/` removed when the process ends (one a killed process
+  left is removed when the run resumes);
 * when the run ends (all epochs, or `patience` epochs without a better dev score): the best
   epoch's model as a KerasHub task preset, without optimizer state (`task.json`,
   `task.weights.h5`, the backbone's `config.json`, `model.weights.h5`, `metadata.json`,
@@ -33,6 +36,7 @@ import contextlib
 import logging
 import math
 import os
+import shutil
 import time
 import weakref
 import zipfile
@@ -45,7 +49,7 @@ import tensorflow as tf
 from elmo_tf.checks import check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
-from elmo_tf.files import read_json, write_json_atomically
+from elmo_tf.files import read_json, scratch_directory, write_json_atomically
 from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
@@ -53,6 +57,7 @@ from elmo_tf.models.elmo_embedding import ElmoEmbedding
 from elmo_tf.ops.padding import char_ids_mask, sequence_lengths
 from elmo_tf.training.checkpoints import CheckpointFiles, damage, save_weights_atomically
 from elmo_tf.training.distribution import is_multi_worker
+from elmo_tf.training.frozen_outputs import FrozenOutputs
 from elmo_tf.training.run_directory import RunDirectory
 from elmo_tf.training.step_times import StepTimes
 
@@ -123,10 +128,12 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
 
     A frozen biLM (the default) gives a text the same outputs at every epoch: they are
     computed once, for the train and dev texts (`Backbone.embed`, with a progress bar), kept
-    in memory, and the layers after the biLM train on them and score them (`FrozenBiLMHead`:
-    the same variables, batches, dropout draws and loss; the same model up to float rounding),
-    unless they would take more than `FROZEN_OUTPUTS_BYTES` (4 GiB): the biLM then runs at
-    every step, as it does fine-tuned. The test texts' outputs (`SCORED_SPLITS`) are computed
+    in a file in the run's directory while it runs (`FrozenOutputs`: memory-mapped, in memory
+    as far as it fits), and the layers after the biLM train on them and score them
+    (`FrozenBiLMHead`: the same variables, batches, dropout draws and loss; the same model up
+    to float rounding), unless they would take more than half the free disk space there or
+    `FROZEN_OUTPUTS_BYTES` (64 GiB): the biLM then runs at every step, as it does
+    fine-tuned. The test texts' outputs (`SCORED_SPLITS`) are computed
     with them where the budget has room, and the test scored on them; else by the whole
     model.
 
@@ -183,7 +190,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     # Recorded where not 0, as run.json had none before: such runs resume with 0.
     settings.update({name: value for name, value in options.items() if value})
     _check_model_dir(model_dir)
-    with RunDirectory(output).opened() as run:
+    with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
         previous = run.check_settings(settings)
         keras.utils.set_random_seed(seed)
         with strategy.scope():
@@ -234,7 +241,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 began = time.monotonic()
                 outputs = _frozen_bilm_outputs(
                     model, {split: data[split][0] for split in ("train", "dev")}, batch_size,
-                    verbose, {split: data[split][0] for split in SCORED_SPLITS if split in data})
+                    verbose, scratch.enter_context(scratch_directory(output, "bilm_outputs")),
+                    {split: data[split][0] for split in SCORED_SPLITS if split in data})
                 if outputs is not None:
                     given.update(outputs)
                     seconds["bilm_outputs"] = round(time.monotonic() - began, 3)
@@ -511,9 +519,10 @@ def _epochs(model, examples, batch_size, seed, first, last, compiled=False, give
     return tf.data.Dataset.range(first, last).flat_map(epoch).prefetch(tf.data.AUTOTUNE)
 
 
-# The frozen biLM's outputs of the train and dev texts are kept in memory while a run trains,
-# when they take at most this many bytes; else the biLM runs at every step.
-FROZEN_OUTPUTS_BYTES = 4 * 2**30
+# The frozen biLM's outputs of the train and dev texts are kept in a file while a run trains,
+# when they take at most this many bytes, and at most half the free disk space there; else
+# the biLM runs at every step.
+FROZEN_OUTPUTS_BYTES = 64 * 2**30
 # The splits only scored whose texts' outputs are computed with them where the budget has room
 # (their scoring then runs the layers after the biLM alone: compiled, no program of the whole
 # model per bucket); else the whole model scores them.
@@ -530,18 +539,16 @@ def _frozen_bilm_head(model):
     return head
 
 
-def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
+def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=None):
     """The frozen biLM's outputs of the texts of each split (`{split: texts}`): `{split:
-    {feature: {"layers_with_boundaries": tf.RaggedTensor [texts, (time + 2), layers, dim]}}}`
-    for each char-ids feature (`FrozenBiLMHead.given_names`), each text's at its length, in
-    host memory; None when they would take more than `FROZEN_OUTPUTS_BYTES` (the biLM then
-    runs at every step), counted before any is computed. `scored`: more splits, only scored
-    (`{split: texts}`), whose outputs are added while the total stays within that budget (the
-    others left to the whole model). The texts are run in batches of
-    similar lengths (`Backbone.embed`, on the accelerator if there is one), with a progress
-    bar; where `embed` compiles (a GPU), each batch is padded to few shapes
-    (`_padded_to_few_shapes`); while a feature's outputs become a tensor, the memory holds
-    them twice."""
+    {feature: FrozenOutputs}}` for each char-ids feature (`FrozenBiLMHead.given_names`), each
+    text's at its length, in files in `directory`; None when they would take more than
+    `FROZEN_OUTPUTS_BYTES` or half the free space of `directory` (the biLM then runs at every
+    step), counted before any is computed. `scored`: more splits, only scored (`{split:
+    texts}`), whose outputs are added while the total stays within that budget (the others
+    left to the whole model). The texts are run in batches of similar lengths
+    (`Backbone.embed`, on the accelerator if there is one), with a progress bar; where `embed`
+    compiles (a GPU), each batch is padded to few shapes (`_padded_to_few_shapes`)."""
     backbone, names = model.backbone, FrozenBiLMHead.given_names(model)
     rows, few_shapes = 4 * batch_size, backbone.embed_compiles()
     lengths = {}  # {split: {feature: each text's tokens}}, a chunk of texts at a time
@@ -556,19 +563,21 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
         positions = sum(int(n.sum()) + 2 * len(n) for n in lengths[split].values())
         return positions * backbone.num_layers * backbone.output_dim * 4
 
+    budget = min(FROZEN_OUTPUTS_BYTES, shutil.disk_usage(directory).free // 2)
     needed = sum(counted(split, texts) for split, texts in splits.items())
-    if needed > FROZEN_OUTPUTS_BYTES:
-        logger.info("the frozen biLM's outputs of the %s texts would take %.1f GiB (more "
-                    "than %.1f): the biLM runs at every step", ", ".join(splits), needed / 2**30,
-                    FROZEN_OUTPUTS_BYTES / 2**30)
+    if needed > budget:
+        logger.info("the frozen biLM's outputs of the %s texts would take %.2f GiB (more than "
+                    "%.2f, the least of %.0f and half the free space of %s): the biLM runs at "
+                    "every step", ", ".join(splits), needed / 2**30, budget / 2**30,
+                    FROZEN_OUTPUTS_BYTES / 2**30, directory)
         return None
     splits = dict(splits)
     for split, texts in (scored or {}).items():
         more = counted(split, texts)
-        if needed + more <= FROZEN_OUTPUTS_BYTES:
+        if needed + more <= budget:
             splits[split], needed = texts, needed + more
-    logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB)",
-                ", ".join(splits), needed / 2**30)
+    logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB, in %s)",
+                ", ".join(splits), needed / 2**30, directory)
     progress = keras.utils.Progbar(sum(len(n) for split in splits
                                        for n in lengths[split].values()), unit_name="text",
                                    verbose=1 if verbose in ("auto", 1, True) else 0)
@@ -576,9 +585,7 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
     for split, texts in splits.items():
         given[split] = {}
         for name, n in lengths[split].items():
-            offsets = np.concatenate([[0], np.cumsum(n + 2)])  # each text's first row
-            values = np.empty((offsets[-1], backbone.num_layers, backbone.output_dim),
-                              np.float32)
+            outputs = FrozenOutputs(directory, n + 2, backbone.num_layers, backbone.output_dim)
             order = np.argsort(n, kind="stable")  # similar lengths together: less padding
             for start in range(0, len(order), rows):
                 batch = order[start:start + rows]
@@ -588,11 +595,9 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, scored=None):
                 layers = np.transpose(backbone.embed(char_ids)["layers_with_boundaries"],
                                       (0, 2, 1, 3))
                 for row, index in enumerate(batch):
-                    values[offsets[index]:offsets[index + 1]] = layers[row, :n[index] + 2]
+                    outputs.write(index, layers[row, :n[index] + 2])
                 progress.add(len(batch))
-            with tf.device("/CPU:0"):  # the input pipeline's, not the accelerator's memory
-                given[split][name] = {"layers_with_boundaries":
-                                      tf.RaggedTensor.from_row_lengths(values, n + 2)}
+            given[split][name] = outputs
     return given
 
 
@@ -614,15 +619,14 @@ def _with_given(x, given, rows, padded_rows=None):
     compiled), and with `padded_rows`, to that many rows (empty texts: masked)."""
     x = dict(x)
     for name, outputs in given.items():
-        layers = tf.gather(outputs["layers_with_boundaries"], rows)
+        dense, lengths = outputs.rows(rows)
         width = tf.shape(x[name])[1] + 2
-        more_rows = 0 if padded_rows is None else padded_rows - layers.nrows(tf.int32)
-        dense = layers.to_tensor()
+        more_rows = 0 if padded_rows is None else padded_rows - tf.shape(lengths)[0]
         dense = tf.pad(dense, [[0, more_rows], [0, width - tf.shape(dense)[1]], [0, 0], [0, 0]])
         x[FrozenBiLMHead.given_key(name, "layers_with_boundaries")] = tf.transpose(
             dense, [0, 2, 1, 3])
         x[FrozenBiLMHead.given_key(name, "mask_with_boundaries")] = tf.pad(
-            tf.sequence_mask(layers.row_lengths(), width), [[0, more_rows], [0, 0]])
+            tf.sequence_mask(lengths, width), [[0, more_rows], [0, 0]])
     return x
 
 

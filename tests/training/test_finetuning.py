@@ -4,6 +4,7 @@ model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming
 import json
 import math
 import os
+import types
 import warnings
 
 import h5py
@@ -337,6 +338,7 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
                   bilm, "--epochs", "2", "--patience", "2", "--xla",
                   "on" if name == "on" else "off", "--output", str(tmp_path / name))
         monkeypatch.undo()
+        assert not list((tmp_path / name).glob("bilm_outputs*"))  # its file removed at the end
         runs[name] = json.loads((tmp_path / name / "run.json").read_text())
         metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
         assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",
@@ -431,7 +433,8 @@ def test_two_mirrored_replicas_fine_tune_as_one(bilm, tmp_path, capsys, monkeypa
             np.testing.assert_allclose(replicated[key], value, atol=1e-4, err_msg=f"{xla} {key}")
 
 
-def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, monkeypatch):
+def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, monkeypatch,
+                                                                       tmp_path):
     """`_frozen_bilm_outputs` runs the biLM in batches of texts of similar lengths (4 x the
     batch size of 1 here: two biLM batches, sorted), a pair's two inputs apart, an empty text
     among them, and keeps each text's outputs at its length: the task's `FrozenBiLMHead` on
@@ -451,10 +454,9 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
     model = SentencePairClassifier(embedding, labels=["a", "b"], encoder_units=8)
     texts = [("a b c d e f", "x"), ("", "y z"), ("g", ""), ("h i", "j k l"), ("m n o", "p"),
              ("q", "r s t u v w x")]
-    given = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0)["train"]
+    given = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, tmp_path)["train"]
     assert sorted(given) == ["text_a_char_ids", "text_b_char_ids"]
-    assert given["text_a_char_ids"]["layers_with_boundaries"].row_lengths().numpy().tolist() \
-        == [8, 2, 3, 4, 5, 3]
+    assert given["text_a_char_ids"].lengths.tolist() == [8, 2, 3, 4, 5, 3]
     head = FrozenBiLMHead(model)
     for compiled in (False, True):
         whole = finetuning._logits(model, texts, 4, compiled)
@@ -466,25 +468,32 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
     monkeypatch.setattr(model.backbone, "embed",
                         lambda ids: shapes.append(ids.shape) or embed(ids))
     monkeypatch.setattr(type(model.backbone), "embed_compiles", staticmethod(lambda: True))
-    padded = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0)["train"]
+    padded = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, tmp_path)["train"]
     # each feature's texts sorted by length, in two batches (its 4 shortest, then its 2 longest
     # and 2 empty rows), each of at most 7 words: 8 tokens
     assert [tuple(s[:2]) for s in shapes] == [(4, 8)] * 4
-    for name, outputs in given.items():
-        a, b = (o["layers_with_boundaries"] for o in (outputs, padded[name]))
-        np.testing.assert_array_equal(a.row_lengths(), b.row_lengths())
-        np.testing.assert_allclose(b.flat_values, a.flat_values, atol=1e-5, err_msg=name)
+    for name, a in given.items():
+        b = padded[name]
+        np.testing.assert_array_equal(a.lengths, b.lengths)
+        np.testing.assert_allclose(b.values, a.values, atol=1e-5, err_msg=name)
     for length, padded_length in ((0, 8), (1, 8), (8, 8), (9, 16), (16, 16), (17, 32)):
         assert finetuning._padded_to_few_shapes(tf.ones([3, length, 50], tf.int32), 5).shape \
             == (5, padded_length, 50)
     monkeypatch.undo()
     # The budget: the train texts' outputs or none; a scored split's beside them where the
     # budget still has room.
-    train_bytes = sum(o["layers_with_boundaries"].flat_values.numpy().nbytes
-                      for o in given.values())
+    train_bytes = sum(o.nbytes for o in given.values())
     test = texts[:3]
     for budget, splits in ((train_bytes - 1, None), (train_bytes, ["train"]),
                            (2 * train_bytes, ["test", "train"])):
         monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", budget)
-        outputs = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, {"test": test})
+        outputs = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, tmp_path,
+                                                  {"test": test})
+        assert (outputs if outputs is None else sorted(outputs)) == splits
+    # ... and at most half the free space of the directory that keeps them
+    for free, splits in ((2 * train_bytes - 2, None), (2 * train_bytes, ["train"])):
+        monkeypatch.setattr(finetuning.shutil, "disk_usage",
+                            lambda path, free=free: types.SimpleNamespace(free=free))
+        outputs = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, tmp_path,
+                                                  {"test": test})
         assert (outputs if outputs is None else sorted(outputs)) == splits

@@ -1,0 +1,65 @@
+"""A frozen biLM's outputs of a split's texts, computed once and kept in a file for the layers
+after the biLM to train on (`finetune`)."""
+
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+
+class FrozenOutputs:
+    """One char-ids feature's frozen biLM outputs of a split's texts (`layers_with_boundaries`,
+    each text's at its own length), in a file: float32 rows `[layers, dim]`, text `i` at rows
+    `offsets[i]:offsets[i + 1]` (its tokens and its two boundaries), memory-mapped
+    (`np.memmap`). The operating system keeps in memory what fits of it and reads the rest from
+    disk, so a large task's outputs take disk space, not memory; the input pipeline reads a
+    batch of texts at a time (`rows`).
+
+    Args:
+        directory: where the file is made (a new name each time; the caller removes it).
+        lengths: each text's rows (its tokens + 2).
+        layers, dim: the biLM's layers and output width.
+
+    Example:
+    >>> outputs = FrozenOutputs("scratch", lengths=[5, 3], layers=3, dim=32)
+    >>> outputs.write(0, np.zeros([5, 3, 32], np.float32))
+    >>> layers, lengths = outputs.rows(tf.constant([1, 0]))  # [2, 5, 3, 32] (zero-padded), [3, 5]
+    """
+
+    def __init__(self, directory, lengths, layers, dim):
+        self.lengths = np.asarray(lengths, np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        fd, self.path = tempfile.mkstemp(dir=directory, prefix="bilm-outputs-", suffix=".f32")
+        os.close(fd)
+        # (a file of 0 bytes cannot be mapped: one row more than the texts have)
+        self.values = np.memmap(self.path, np.float32, "w+",
+                                shape=(int(self.offsets[-1]) + 1, layers, dim))
+
+    @property
+    def nbytes(self):
+        return int(self.offsets[-1]) * self.values.shape[1] * self.values.shape[2] * 4
+
+    def write(self, index, layers):
+        """Text `index`'s outputs, `[lengths[index], layers, dim]`."""
+        self.values[self.offsets[index]:self.offsets[index + 1]] = layers
+
+    def texts(self, indices):
+        """NumPy: the outputs of texts `indices`, `[n, longest, layers, dim]` (zeros past each
+        text's rows), and their rows `[n]`."""
+        indices = np.asarray(indices, np.int64)
+        lengths = self.lengths[indices]
+        out = np.zeros((len(indices), int(lengths.max(initial=0)), *self.values.shape[1:]),
+                       np.float32)
+        for row, index in enumerate(indices):
+            out[row, :lengths[row]] = self.values[self.offsets[index]:self.offsets[index + 1]]
+        return out, lengths.astype(np.int32)
+
+    def rows(self, indices):
+        """`texts` as tensors (a `tf.numpy_function`: it runs in a `tf.data` pipeline and
+        eagerly)."""
+        layers, lengths = tf.numpy_function(self.texts, [indices], [tf.float32, tf.int32],
+                                            stateful=False)
+        layers.set_shape([None, None, *self.values.shape[1:]])
+        lengths.set_shape([None])
+        return layers, lengths
