@@ -11,8 +11,8 @@ A fine-tuning run lives in its output directory:
   state), until the run ends;
 * `logs/`: TensorBoard's (the training loss and the dev metrics per epoch);
 * while it runs, a frozen biLM's outputs of the texts (`FrozenOutputs`), in a temporary
-  directory `bilm_outputs.elmo-tf-*.tmp/` removed when the process ends (one a killed process
-  left is removed when the run resumes);
+  directory `bilm_outputs.elmo-tf-*.tmp/` removed when `finetune` returns or raises (one a
+  killed process left is removed when the run resumes);
 * when the run ends (all epochs, or `patience` epochs without a better dev score): the best
   epoch's model as a KerasHub task preset, without optimizer state (`task.json`,
   `task.weights.h5`, the backbone's `config.json`, `model.weights.h5`, `metadata.json`,
@@ -245,6 +245,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                     {split: data[split][0] for split in SCORED_SPLITS if split in data})
                 if outputs is not None:
                     given.update(outputs)
+                    for split in outputs.values():  # unmapped before their directory goes
+                        for feature in split.values():
+                            scratch.callback(feature.close)
                     seconds["bilm_outputs"] = round(time.monotonic() - began, 3)
             record["bilm_outputs_once"] = bool(given)  # how its epochs trained (the last ones)
             began = time.monotonic()

@@ -1,6 +1,7 @@
 """A frozen biLM's outputs of a split's texts, computed once and kept in a file for the layers
 after the biLM to train on (`finetune`)."""
 
+import errno
 import os
 import tempfile
 
@@ -21,24 +22,37 @@ class FrozenOutputs:
         lengths: each text's rows (its tokens + 2).
         layers, dim: the biLM's layers and output width.
 
+    The file's space is taken when it is made (an `OSError` naming the directory where it is
+    short); `close` unmaps it.
+
     Example:
     >>> outputs = FrozenOutputs("scratch", lengths=[5, 3], layers=3, dim=32)
     >>> outputs.write(0, np.zeros([5, 3, 32], np.float32))
     >>> layers, lengths = outputs.rows(tf.constant([1, 0]))  # [2, 5, 3, 32] (zero-padded), [3, 5]
+    >>> outputs.close()
     """
 
     def __init__(self, directory, lengths, layers, dim):
         self.lengths = np.asarray(lengths, np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
-        fd, self.path = tempfile.mkstemp(dir=directory, prefix="bilm-outputs-", suffix=".f32")
-        os.close(fd)
         # (a file of 0 bytes cannot be mapped: one row more than the texts have)
-        self.values = np.memmap(self.path, np.float32, "w+",
-                                shape=(int(self.offsets[-1]) + 1, layers, dim))
+        shape = (int(self.offsets[-1]) + 1, layers, dim)
+        fd, self.path = tempfile.mkstemp(dir=directory, prefix="bilm-outputs-", suffix=".f32")
+        try:  # the space taken now: a disk that fills later is an error here, not a SIGBUS
+            os.posix_fallocate(fd, 0, int(np.prod(shape)) * 4)
+        except OSError as error:
+            raise OSError(error.errno or errno.ENOSPC,
+                          f"the frozen biLM's outputs need {np.prod(shape) * 4 / 2**20:,.1f} MB "
+                          f"in {directory}: {error.strerror}") from None
+        finally:
+            os.close(fd)
+        self.values = np.memmap(self.path, np.float32, "r+", shape=shape)
+        self.shape = shape
 
     @property
     def nbytes(self):
-        return int(self.offsets[-1]) * self.values.shape[1] * self.values.shape[2] * 4
+        """The outputs' bytes (the texts' rows)."""
+        return int(self.offsets[-1]) * self.shape[1] * self.shape[2] * 4
 
     def write(self, index, layers):
         """Text `index`'s outputs, `[lengths[index], layers, dim]`."""
@@ -47,19 +61,28 @@ class FrozenOutputs:
     def texts(self, indices):
         """NumPy: the outputs of texts `indices`, `[n, longest, layers, dim]` (zeros past each
         text's rows), and their rows `[n]`."""
-        indices = np.asarray(indices, np.int64)
+        values, indices = self.values, np.asarray(indices, np.int64)
+        if values is None:
+            raise ValueError(f"{self.path} was closed")
         lengths = self.lengths[indices]
-        out = np.zeros((len(indices), int(lengths.max(initial=0)), *self.values.shape[1:]),
+        out = np.zeros((len(indices), int(lengths.max(initial=0)), *values.shape[1:]),
                        np.float32)
         for row, index in enumerate(indices):
-            out[row, :lengths[row]] = self.values[self.offsets[index]:self.offsets[index + 1]]
+            out[row, :lengths[row]] = values[self.offsets[index]:self.offsets[index + 1]]
         return out, lengths.astype(np.int32)
+
+    def close(self):
+        """Unmaps the file (its space is freed once it is removed too). A `tf.numpy_function`
+        traced in a `tf.data` pipeline stays referenced by TensorFlow's default graph for the
+        life of the process, and with it this object: without `close`, a removed file would
+        hold its disk space until the process ends."""
+        self.values = None
 
     def rows(self, indices):
         """`texts` as tensors (a `tf.numpy_function`: it runs in a `tf.data` pipeline and
         eagerly)."""
         layers, lengths = tf.numpy_function(self.texts, [indices], [tf.float32, tf.int32],
                                             stateful=False)
-        layers.set_shape([None, None, *self.values.shape[1:]])
+        layers.set_shape([None, None, *self.shape[1:]])
         lengths.set_shape([None])
         return layers, lengths

@@ -163,12 +163,17 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
                          f"{recipe.decay_steps} (decay_steps): a run of {length} could train "
                          f"past it at zero; give at most {recipe.decay_steps} steps (--steps), "
                          "or a recipe whose decay_steps is the run's length.")
-    trained = trained_past(run.checkpoints, total) if minutes is None else 0
-    if trained:
-        raise ValueError(f"{output} has trained {trained} steps, more than the {total} asked: "
-                         f"its weights are step {trained}'s, and would be written out as a run "
-                         f"of {total} steps; ask for {trained} steps or more, or train into "
-                         "another output directory.")
+    # (Not a multi-worker run's: each worker would decide alone, before `restore` agrees on a
+    # step.)
+    if minutes is None and not is_multi_worker(strategy):
+        trained = relabelled_steps(run.checkpoints, previous, total)
+        if trained:
+            budget = (f" (it trained for --minutes {previous['minutes']:g}: give --minutes to "
+                      "go on with it)" if "minutes" in (previous or {}) else "")
+            raise ValueError(f"{output} has trained {trained} steps, more than the {total} "
+                             f"asked{budget}: its weights are step {trained}'s, and would be "
+                             f"written out as a run of {total} steps; ask for {trained} steps "
+                             "or more, or train into another output directory.")
     compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(total, minutes))
     # An epoch between checkpoints (at most 1000 steps), or a tenth of a run of many epochs.
     every = checkpoint_every or min(max(steps_per_epoch, math.ceil(total / 10)),
@@ -324,6 +329,21 @@ def xla_pays_off_on_cpus(steps, minutes=None):
     if minutes is not None:
         return minutes >= XLA_CPU_MIN_MINUTES
     return steps >= XLA_CPU_MIN_STEPS
+
+
+def relabelled_steps(checkpoints, previous, total):
+    """The steps a run (its `checkpoints` directory, its run.json record `previous`) has
+    trained when a command of `total` steps would write that later step's weights out as a run
+    of `total` steps, else 0: a total below the one the run was last given (or any total, for
+    a run given `--minutes`) where the run has trained past it. A total the run was given is
+    never refused: its plan rounds it up (`checkpoint_plan`), and the same command finishes it.
+
+    Example:
+    >>> relabelled_steps("runs/tiny/checkpoints", {"steps": 40}, 30)  # trained to step 40
+    40
+    """
+    asked = (previous or {}).get("steps")
+    return trained_past(checkpoints, total) if asked is None or total < asked else 0
 
 
 def checkpoint_plan(total, every, done=0):

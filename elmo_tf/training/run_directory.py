@@ -20,6 +20,8 @@ run; the pre-training files too:
     best.weights.h5, task.json,  fine-tuning (`elmo_tf.training.finetuning`): the best epoch's
     task.weights.h5, config.json weights until the run ends, then the task preset (the
     (...), dev_metrics.json      backbone's files, preprocessor.json, tokenizer.json)
+    bilm_outputs.elmo-tf-*.tmp/  fine-tuning, while it runs: a frozen biLM's outputs
+                                 (`FrozenOutputs`; a killed run's, removed when it opens)
 """
 
 import contextlib

@@ -41,3 +41,26 @@ def test_the_file_is_keras_save_weights_file_and_loads_back(tmp_path):
                     other.weights + other.optimizer.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keras.weights.h5", "ours.weights.h5"]
+
+
+def test_a_total_below_what_a_run_was_given_and_trained_is_a_relabel_and_no_other(tmp_path):
+    """`relabelled_steps`: a run trained to a checkpoint is refused a total below it only where
+    that total is below the one the run was last given (or the run was given minutes); a total
+    the run was given, which its plan rounds up (10 steps, a checkpoint every 4: 12), is not;
+    a damaged newest checkpoint does not count."""
+    from elmo_tf.training.pretraining import checkpoint_plan, relabelled_steps
+
+    _, intervals, interval = checkpoint_plan(total=10, every=4)
+    trained = intervals * interval
+    assert trained == 12  # the plan the run trained
+    for step in (interval, trained):
+        with h5py.File(tmp_path / f"ckpt-{step:09d}.weights.h5", "w") as f:
+            f["w"] = np.zeros(3)
+    assert relabelled_steps(tmp_path, {"steps": 10}, 10) == 0  # the same command again
+    assert relabelled_steps(tmp_path, {"steps": 10}, 11) == 0  # more: it trains on
+    assert relabelled_steps(tmp_path, {"steps": 10}, 6) == 12
+    assert relabelled_steps(tmp_path, {"minutes": 0.5}, 11) == 12  # no total of its own
+    assert relabelled_steps(tmp_path, {"steps": 10}, 12) == 0  # trained no further
+    (tmp_path / f"ckpt-{trained:09d}.weights.h5").write_bytes(b"\0" * 64)  # damaged
+    assert relabelled_steps(tmp_path, {"steps": 10}, 6) == 0
+    assert relabelled_steps(tmp_path, {"steps": 10}, 3) == 4

@@ -339,6 +339,8 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
                   "on" if name == "on" else "off", "--output", str(tmp_path / name))
         monkeypatch.undo()
         assert not list((tmp_path / name).glob("bilm_outputs*"))  # its file removed at the end
+        with open("/proc/self/maps") as maps:  # and unmapped: its disk space freed
+            assert "bilm-outputs-" not in maps.read()
         runs[name] = json.loads((tmp_path / name / "run.json").read_text())
         metrics = json.loads((tmp_path / name / "dev_metrics.json").read_text())
         assert (metrics["xla"], metrics["bilm_outputs_once"]) == (name == "on",

@@ -222,7 +222,7 @@ def test_another_recipe_in_the_same_directory_is_refused(resumed):
 
 def test_a_smaller_steps_later_is_refused_and_nothing_changes(resumed):
     """The finished 12-step run given `--steps 6` would restore step 12 and write it out as a
-    run of 6 steps: refused, before anything is written."""
+    run of 6 steps: refused, before anything is written (the rule: `relabelled_steps`)."""
     if resumed["name"] != "sentence":
         pytest.skip("the step plan does not depend on the batch mode: one mode runs it")
     output = resumed["output"]
