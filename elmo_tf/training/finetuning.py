@@ -546,8 +546,9 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
     """The frozen biLM's outputs of the texts of each split (`{split: texts}`): `{split:
     {feature: FrozenOutputs}}` for each char-ids feature (`FrozenBiLMHead.given_names`), each
     text's at its length, in files in `directory`; None when they would take more than
-    `FROZEN_OUTPUTS_BYTES` or half the free space of `directory` (the biLM then runs at every
-    step), counted before any is computed. `scored`: more splits, only scored (`{split:
+    `FROZEN_OUTPUTS_BYTES` or half the free space of `directory`, counted before any is
+    computed, or where their files' space cannot be taken (a quota; the biLM then runs at
+    every step). `scored`: more splits, only scored (`{split:
     texts}`), whose outputs are added while the total stays within that budget (the others
     left to the whole model). The texts are run in batches of similar lengths
     (`Backbone.embed`, on the accelerator if there is one), with a progress bar; where `embed`
@@ -584,23 +585,40 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
     progress = keras.utils.Progbar(sum(len(n) for split in splits
                                        for n in lengths[split].values()), unit_name="text",
                                    verbose=1 if verbose in ("auto", 1, True) else 0)
-    given = {}
-    for split, texts in splits.items():
-        given[split] = {}
-        for name, n in lengths[split].items():
-            outputs = FrozenOutputs(directory, n + 2, backbone.num_layers, backbone.output_dim)
-            order = np.argsort(n, kind="stable")  # similar lengths together: less padding
-            for start in range(0, len(order), rows):
-                batch = order[start:start + rows]
-                char_ids = model.preprocessor(model.inputs_for([texts[i] for i in batch]))[name]
-                if few_shapes:
-                    char_ids = _padded_to_few_shapes(char_ids, rows)
-                layers = np.transpose(backbone.embed(char_ids)["layers_with_boundaries"],
-                                      (0, 2, 1, 3))
-                for row, index in enumerate(batch):
-                    outputs.write(index, layers[row, :n[index] + 2])
-                progress.add(len(batch))
-            given[split][name] = outputs
+    given = {split: {} for split in splits}  # every file made (its space taken) first
+
+    def close():
+        for outputs in given.values():
+            for feature in outputs.values():
+                feature.close()
+
+    try:
+        for split in splits:
+            for name, n in lengths[split].items():
+                given[split][name] = FrozenOutputs(directory, n + 2, backbone.num_layers,
+                                                   backbone.output_dim)
+    except OSError as error:  # a quota, or a disk filled since it was counted
+        close()
+        logger.warning("%s: the biLM runs at every step", error)
+        return None
+    try:
+        for split, texts in splits.items():
+            for name, n in lengths[split].items():
+                order = np.argsort(n, kind="stable")  # similar lengths together: less padding
+                for start in range(0, len(order), rows):
+                    batch = order[start:start + rows]
+                    char_ids = model.preprocessor(
+                        model.inputs_for([texts[i] for i in batch]))[name]
+                    if few_shapes:
+                        char_ids = _padded_to_few_shapes(char_ids, rows)
+                    layers = np.transpose(backbone.embed(char_ids)["layers_with_boundaries"],
+                                          (0, 2, 1, 3))
+                    for row, index in enumerate(batch):
+                        given[split][name].write(index, layers[row, :n[index] + 2])
+                    progress.add(len(batch))
+    except BaseException:
+        close()
+        raise
     return given
 
 

@@ -1,7 +1,6 @@
 """A frozen biLM's outputs of a split's texts, computed once and kept in a file for the layers
 after the biLM to train on (`finetune`)."""
 
-import errno
 import os
 import tempfile
 
@@ -23,7 +22,7 @@ class FrozenOutputs:
         layers, dim: the biLM's layers and output width.
 
     The file's space is taken when it is made (an `OSError` naming the directory where it is
-    short); `close` unmaps it.
+    short, where the file system reserves space); `close` unmaps it.
 
     Example:
     >>> outputs = FrozenOutputs("scratch", lengths=[5, 3], layers=3, dim=32)
@@ -38,14 +37,18 @@ class FrozenOutputs:
         # (a file of 0 bytes cannot be mapped: one row more than the texts have)
         shape = (int(self.offsets[-1]) + 1, layers, dim)
         fd, self.path = tempfile.mkstemp(dir=directory, prefix="bilm-outputs-", suffix=".f32")
+        size = int(np.prod(shape)) * 4
         try:  # the space taken now: a disk that fills later is an error here, not a SIGBUS
-            os.posix_fallocate(fd, 0, int(np.prod(shape)) * 4)
+            # (where the file system reserves it: not on copy-on-write ones such as ZFS; and
+            # without `posix_fallocate`, as on macOS, a sparse file as before)
+            getattr(os, "posix_fallocate", lambda fd, offset, size: os.ftruncate(fd, size))(
+                fd, 0, size)
         except OSError as error:
-            raise OSError(error.errno or errno.ENOSPC,
-                          f"the frozen biLM's outputs need {np.prod(shape) * 4 / 2**20:,.1f} MB "
-                          f"in {directory}: {error.strerror}") from None
-        finally:
             os.close(fd)
+            os.remove(self.path)
+            raise OSError(error.errno, f"the frozen biLM's outputs need {size / 2**20:,.1f} MiB "
+                                       f"in {directory}: {error.strerror}") from None
+        os.close(fd)
         self.values = np.memmap(self.path, np.float32, "r+", shape=shape)
         self.shape = shape
 

@@ -67,7 +67,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         epochs: passes over the corpus (default: the recipe's `steps` where it has them, else
             its `epochs`; a resumed run: its own total). `steps` instead: optimizer steps.
             Either is the run's total: a resumed run trains what is left (`checkpoint_plan`);
-            a total below the steps it has trained is refused.
+            a total below the one the run was last given, where it has trained past it, is
+            refused (`relabelled_steps`; not under multi-worker training).
         minutes: instead of `epochs` or `steps`, a wall-clock budget: the run trains (the
             corpus read again as often as it takes) until this many minutes of `fit` have
             passed in all, then checkpoints and writes its outputs. run.json records the budget
@@ -342,7 +343,9 @@ def relabelled_steps(checkpoints, previous, total):
     >>> relabelled_steps("runs/tiny/checkpoints", {"steps": 40}, 30)  # trained to step 40
     40
     """
-    asked = (previous or {}).get("steps")
+    previous = previous or {}
+    # (a record without either, an elmo-tf 0.2 run's, was given the total it resumes with)
+    asked = previous.get("steps", None if "minutes" in previous else total)
     return trained_past(checkpoints, total) if asked is None or total < asked else 0
 
 

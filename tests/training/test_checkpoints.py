@@ -1,5 +1,6 @@
 """`save_weights_atomically` writes what Keras's `save_weights` writes (through a Python file
-object, so that a failed write is an OSError, see tests/test_bad_inputs.py)."""
+object, so that a failed write is an OSError, see tests/test_bad_inputs.py); which checkpoints
+a command may not write out as a shorter run (`relabelled_steps`)."""
 
 import h5py
 import keras
@@ -57,7 +58,8 @@ def test_a_total_below_what_a_run_was_given_and_trained_is_a_relabel_and_no_othe
         with h5py.File(tmp_path / f"ckpt-{step:09d}.weights.h5", "w") as f:
             f["w"] = np.zeros(3)
     assert relabelled_steps(tmp_path, {"steps": 10}, 10) == 0  # the same command again
-    assert relabelled_steps(tmp_path, {"steps": 10}, 11) == 0  # more: it trains on
+    assert relabelled_steps(tmp_path, {"steps": 10}, 11) == 0  # more: its plan's steps
+    assert relabelled_steps(tmp_path, {"corpus_size": {}}, 10) == 0  # elmo-tf 0.2's: no total
     assert relabelled_steps(tmp_path, {"steps": 10}, 6) == 12
     assert relabelled_steps(tmp_path, {"minutes": 0.5}, 11) == 12  # no total of its own
     assert relabelled_steps(tmp_path, {"steps": 10}, 12) == 0  # trained no further

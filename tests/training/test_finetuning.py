@@ -1,6 +1,7 @@
 """`elmo-tf finetune` and `predict` on small files written here: a classifier, a sentence-pair
 model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming."""
 
+import errno
 import json
 import math
 import os
@@ -499,3 +500,18 @@ def test_a_frozen_bilms_outputs_computed_once_score_as_the_whole_model(bilm, mon
         outputs = finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, tmp_path,
                                                   {"test": test})
         assert (outputs if outputs is None else sorted(outputs)) == splits
+    monkeypatch.undo()
+    # ... and none where the files' space cannot be taken (a quota): no file left behind
+    scratch = tmp_path / "quota"
+    scratch.mkdir()
+
+    def quota(fd, offset, size):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(os, "posix_fallocate", quota)
+    assert finetuning._frozen_bilm_outputs(model, {"train": texts}, 1, 0, scratch) is None
+    assert not list(scratch.iterdir())
+    monkeypatch.undo()
+    given["text_a_char_ids"].close()
+    with pytest.raises(ValueError, match="was closed"):
+        given["text_a_char_ids"].texts([0])
