@@ -169,10 +169,11 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     if minutes is None and not is_multi_worker(strategy):
         trained = relabelled_steps(run.checkpoints, previous, total)
         if trained:
-            budget = (f" (it trained for --minutes {previous['minutes']:g}: give --minutes to "
-                      "go on with it)" if "minutes" in (previous or {}) else "")
+            minutes_hint = (f" (it trained for --minutes {previous['minutes']:g}: give "
+                            "--minutes to go on with it)" if "minutes" in (previous or {})
+                            else "")
             raise ValueError(f"{output} has trained {trained} steps, more than the {total} "
-                             f"asked{budget}: its weights are step {trained}'s, and would be "
+                             f"asked{minutes_hint}: its weights are step {trained}'s, and would be "
                              f"written out as a run of {total} steps; ask for {trained} steps "
                              "or more, or train into another output directory.")
     compiled = use_xla(xla, strategy, cpus=xla_pays_off_on_cpus(total, minutes))
