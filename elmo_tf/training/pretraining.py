@@ -73,7 +73,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
             corpus read again as often as it takes) until this many minutes of `fit` have
             passed in all, then checkpoints and writes its outputs. run.json records the budget
             and the seconds trained up to each checkpoint, so a killed run resumes with what
-            is left of it, and a run given a larger budget goes on. One worker only (with or
+            is left of it, and a run given a larger budget goes on; resumed with none of
+            `epochs`, `steps` and `minutes`, it keeps its budget. One worker only (with or
             without a `MirroredStrategy`): a multi-worker run takes `steps`.
         seed: seeds the initialisation, dropout, sampling and the batch order.
         mixed_precision: None, `"bfloat16"` or `"float16"` (`mixed_*` Keras policies; the
@@ -146,6 +147,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)  # before the built-in corpus is written there
+    if steps is None and not epochs and minutes is None and "minutes" in (previous or {}):
+        minutes = previous["minutes"]  # resumed as it started: its wall-clock budget
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     keras.utils.set_random_seed(seed)
     xla = xla or (previous or {}).get("xla", "auto")

@@ -103,8 +103,9 @@ def test_a_recipe_with_steps_trains_them_by_default_and_its_runs_resume_under_an
 def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(corpus, tmp_path,
                                                                               caplog):
     """`minutes`: the run stops once that much of `fit` has passed (checkpointed where it
-    stops, the seconds recorded), a rerun of a spent budget trains nothing, and a larger
-    budget resumes with what is left of it."""
+    stops, the seconds recorded), a rerun of a spent budget trains nothing (a rerun without
+    a length keeps the budget: not the recipe's epochs), and a larger budget resumes with what
+    is left of it."""
     import json
     import logging
 
@@ -120,7 +121,7 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
     checkpoints = sorted(os.listdir(output / "checkpoints"))
     assert checkpoints[-1] == f"ckpt-{first['steps']:09d}.weights.h5"  # where it stopped
     with caplog.at_level(logging.INFO, logger="elmo_tf"):
-        again = training.train(RECIPE, corpus["train"], str(output), minutes=0.1, verbose=0)
+        again = training.train(RECIPE, corpus["train"], str(output), verbose=0)
     assert again["steps"] == first["steps"] and "already trained its 0.1 minutes" in caplog.text
     # 9 s more than the first run trained (on a loaded machine its first step alone can take
     # more than a fixed larger budget: then nothing would be left of it).
