@@ -173,8 +173,8 @@ def _parser():
     length = train.add_mutually_exclusive_group()
     length.add_argument("--epochs", type=_positive_int,
                         help="passes over the corpus in all (a resumed run trains what is left; "
-                             "default: a resumed run's own steps or minutes, else the recipe's steps, "
-                             "elmo_cpu 3,700, else its epochs)")
+                             "default: a resumed run's own steps or minutes, else the recipe's "
+                             "steps, elmo_cpu 3,700, else its epochs)")
     length.add_argument("--steps", type=_positive_int,
                         help="optimizer steps in all (a resumed run trains what is left)")
     length.add_argument("--minutes", type=_positive_float,

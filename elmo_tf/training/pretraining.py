@@ -148,6 +148,10 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)  # before the built-in corpus is written there
     if steps is None and not epochs and minutes is None and "minutes" in (previous or {}):
+        if is_multi_worker(strategy):  # (`train` refuses minutes under it; run.json may not)
+            raise ValueError(f"{output} trained for --minutes {previous['minutes']:g}, a "
+                             "wall-clock budget, which is for one worker; give a multi-worker "
+                             "run its total in steps (--steps).")
         minutes = previous["minutes"]  # resumed as it started: its wall-clock budget
     corpus, validation, best = run.resolve_corpus(corpus, validation, seed)
     keras.utils.set_random_seed(seed)
@@ -157,9 +161,10 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     steps_per_epoch = _steps_per_epoch(recipe, size, pairs)
     if steps is not None or epochs:
         total = steps if steps is not None else epochs * steps_per_epoch
-    elif previous is not None:  # as it started (a run from before recipes had steps: epochs)
+    elif previous is not None and minutes is None:
+        # as it started (a run from before recipes had steps: its epochs)
         total = previous.get("steps") or recipe.epochs * steps_per_epoch
-    else:
+    else:  # a new run's; a time budget's (it sets only the checkpoint interval) the same
         total = recipe.steps or recipe.epochs * steps_per_epoch
     if recipe.decay_steps is not None and (minutes is not None or total > recipe.decay_steps):
         length = f"{minutes:g} minutes" if minutes is not None else f"{total} steps"
@@ -173,8 +178,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         trained = relabelled_steps(run.checkpoints, previous, total)
         if trained:
             minutes_hint = (f" (it trained for --minutes {previous['minutes']:g}: give "
-                            "--minutes to go on with it)" if "minutes" in (previous or {})
-                            else "")
+                            "no length, or --minutes, to go on with it)"
+                            if "minutes" in (previous or {}) else "")
             raise ValueError(f"{output} has trained {trained} steps, more than the {total} "
                              f"asked{minutes_hint}: its weights are step {trained}'s, and would be "
                              f"written out as a run of {total} steps; ask for {trained} steps "

@@ -123,6 +123,9 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
     with caplog.at_level(logging.INFO, logger="elmo_tf"):
         again = training.train(RECIPE, corpus["train"], str(output), verbose=0)
     assert again["steps"] == first["steps"] and "already trained its 0.1 minutes" in caplog.text
+    kept = json.loads((output / "run.json").read_text())  # its budget and seconds, as they were
+    assert (kept["minutes"], kept["trained_seconds"]) == (0.1, record["trained_seconds"])
+    assert "steps" not in kept
     # 9 s more than the first run trained (on a loaded machine its first step alone can take
     # more than a fixed larger budget: then nothing would be left of it).
     larger = record["trained_seconds"] / 60 + 0.15
@@ -165,6 +168,13 @@ def test_a_time_budget_is_refused_under_multi_worker_training(corpus, tmp_path, 
     with pytest.raises(ValueError, match="minutes .* is for one worker"):
         training.train(RECIPE, corpus["train"], str(tmp_path / "run"), minutes=1)
     assert not (tmp_path / "run").exists()
+    # Nor a run given minutes by one worker, resumed by several with no length (which would
+    # otherwise go on with its minutes).
+    monkeypatch.setattr(pretraining.RunDirectory, "check_settings",
+                        lambda self, settings: {"settings": settings, "minutes": 0.5})
+    with pytest.raises(ValueError, match=r"trained for --minutes 0\.5, .* for one worker"):
+        training.train(RECIPE, corpus["train"], str(tmp_path / "run"))
+    assert not (tmp_path / "run" / "run.json").exists()
 
 
 def test_tensorboard_logs_have_the_validation_of_every_checkpoint(trained):
