@@ -32,7 +32,7 @@ from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore, trained_past
-from elmo_tf.models.compiled_step import check_xla_mode, use_xla
+from elmo_tf.models.compiled_step import XLA_MODES, check_xla_mode, use_xla
 from elmo_tf.training.distribution import is_chief, is_multi_worker
 from elmo_tf.text.vocabulary import Vocabulary
 from elmo_tf.training.run_directory import RunDirectory, recipe_settings
@@ -147,6 +147,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
     previous = run.check_settings(settings)  # before the built-in corpus is written there
+    if previous is not None:
+        check_record(previous, run.run_file)
     if steps is None and not epochs and minutes is None and "minutes" in (previous or {}):
         if is_multi_worker(strategy):  # (`train` refuses minutes under it; run.json may not)
             raise ValueError(f"{output} trained for --minutes {previous['minutes']:g}, a "
@@ -341,6 +343,48 @@ def xla_pays_off_on_cpus(steps, minutes=None):
     return steps >= XLA_CPU_MIN_STEPS
 
 
+def check_record(record, path):
+    """For a record `RunDirectory.record` read (an object with "settings"): raises a ValueError naming `path` (a pre-training run.json) and the field, and what the
+    field holds when `train` writes it, unless each field a run is resumed or evaluated from
+    does: a record edited by hand, or damaged, is refused here, not deeper with a TypeError.
+
+    Example:
+    >>> check_record({"settings": {...}, "corpus_size": {"sentences": 2, "tokens": 9},
+    ...               "minutes": "30"}, "runs/tiny/run.json")
+    Traceback (most recent call last):
+    ValueError: runs/tiny/run.json: "minutes" is '30', where `elmo-tf train` writes a number above 0 ...
+    """
+    def number(value, low, strict):
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value) and (value > low if strict else value >= low))
+
+    def count(value, low):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+    def refuse(field, value, accepted):
+        raise ValueError(f"{path}: {field} is {value!r}, where `elmo-tf train` writes "
+                         f"{accepted}; put the value back, or train into another --output.")
+
+    if not isinstance(record["settings"].get("recipe"), dict):  # (`RunDirectory.record`'s
+        refuse('"settings.recipe"', record["settings"].get("recipe"),  # check: "settings")
+               "the recipe, an object")
+    size = record.get("corpus_size")
+    if not isinstance(size, dict):
+        refuse('"corpus_size"', size, 'an object of "sentences" and "tokens"')
+    for key in ("sentences", "tokens"):
+        if not count(size.get(key), 0):
+            refuse(f'"corpus_size.{key}"', size.get(key), "a whole number of 0 or more")
+    checks = {"steps": (lambda v: count(v, 1), "a whole number of steps above 0"),
+              "minutes": (lambda v: number(v, 0, strict=True), "a number above 0"),
+              "trained_seconds": (lambda v: number(v, 0, strict=False), "a number of 0 or more"),
+              "xla": (lambda v: v in XLA_MODES, f"one of {list(XLA_MODES)}"),
+              "best_perplexity": (lambda v: v is None or number(v, 0, strict=True),
+                                  "null or a number above 0")}
+    for key, (valid, accepted) in checks.items():
+        if key in record and not valid(record[key]):
+            refuse(f'"{key}"', record[key], accepted)
+
+
 def relabelled_steps(checkpoints, previous, total):
     """The steps a run (its `checkpoints` directory, its run.json record `previous`) has
     trained when a command of `total` steps would write that later step's weights out as a run
@@ -442,6 +486,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     if record is None or not os.path.exists(run.language_model_file):
         raise ValueError(f"{model_dir} is not a finished training run (it needs run.json and "
                          "language_model.weights.h5, which `elmo-tf train` writes).")
+    check_record(record, run.run_file)
     settings = record["settings"]
     recipe = run.recipe()
     vocab = Vocabulary.load(run.vocab_file)

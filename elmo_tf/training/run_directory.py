@@ -99,8 +99,16 @@ class RunDirectory:
             raise
 
     def record(self):
-        """run.json's content, or None for a new run."""
-        return read_json(self.run_file) if os.path.exists(self.run_file) else None
+        """run.json's content, or None for a new run; a ValueError naming the file when it is
+        not a run's record (an object with the run's `"settings"`)."""
+        if not os.path.exists(self.run_file):
+            return None
+        record = read_json(self.run_file)
+        if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+            raise ValueError(f"{self.run_file}: not a run's record (an object with the run's "
+                             "\"settings\", which elmo-tf writes); put it back, or give "
+                             "another --output.")
+        return record
 
     def write_record(self, record):
         """Writes run.json (a JSON-able dict with the run's `"settings"`), atomically."""

@@ -3,6 +3,7 @@ input gives clear errors."""
 
 import json
 import os
+import re
 
 import keras
 import numpy as np
@@ -171,10 +172,51 @@ def test_a_time_budget_is_refused_under_multi_worker_training(corpus, tmp_path, 
     # Nor a run given minutes by one worker, resumed by several with no length (which would
     # otherwise go on with its minutes).
     monkeypatch.setattr(pretraining.RunDirectory, "check_settings",
-                        lambda self, settings: {"settings": settings, "minutes": 0.5})
+                        lambda self, settings: {"settings": settings, "minutes": 0.5,
+                                                "corpus_size": {"sentences": 9, "tokens": 90}})
     with pytest.raises(ValueError, match=r"trained for --minutes 0\.5, .* for one worker"):
         training.train(RECIPE, corpus["train"], str(tmp_path / "run"))
     assert not (tmp_path / "run" / "run.json").exists()
+
+
+DAMAGED_RECORDS = [  # (a field's damage, the words the refusal names)
+    ({"minutes": "30"}, '"minutes" is \'30\''), ({"minutes": 0}, '"minutes" is 0'),
+    ({"minutes": float("nan")}, '"minutes" is nan'), ({"steps": 2.5}, '"steps" is 2.5'),
+    ({"steps": True}, '"steps" is True'), ({"steps": None}, '"steps" is None'),
+    ({"trained_seconds": -1.0}, '"trained_seconds" is -1.0'), ({"xla": "yes"}, '"xla" is \'yes\''),
+    ({"corpus_size": None}, '"corpus_size" is None'),
+    ({"corpus_size": {"sentences": 3}}, '"corpus_size.tokens" is None'),
+    ({"best_perplexity": "low"}, '"best_perplexity" is \'low\''),
+    ({"settings": ["x"]}, "not a run's record"), (None, "not a run's record"),
+]
+
+
+@pytest.mark.parametrize("damage, named", DAMAGED_RECORDS)
+def test_a_damaged_run_record_is_refused_by_name_and_left_as_it_is(corpus, tmp_path, damage,
+                                                                   named):
+    """A run.json edited by hand or damaged: `train` (resuming) and `evaluate` refuse it with a
+    ValueError naming the file and the field, before anything is written, not a TypeError deep
+    in the run."""
+    from elmo_tf.data.corpus import corpus_identity
+    from elmo_tf.training.run_directory import recipe_settings
+
+    settings = {"recipe": recipe_settings(RECIPE), "corpus": corpus_identity(corpus["train"]),
+                "seed": 0, "tokenizer": "whitespace", "mixed_precision": None}
+    record = {"settings": settings, "corpus_size": {"sentences": 600, "tokens": 6000},
+              "steps_per_epoch": 5, "best_perplexity": None, "xla": "off", "steps": 10}
+    record = None if damage is None else {**record, **damage}
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps(record))
+    (run / "language_model.weights.h5").write_bytes(b"")  # what evaluate looks for first
+    before = sorted(p.name for p in run.iterdir())
+    message = re.escape(str(run / "run.json")) + ": .*" + re.escape(named)
+    with pytest.raises(ValueError, match=message):
+        training.train(RECIPE, corpus["train"], str(run), verbose=0)
+    with pytest.raises(ValueError, match=message):
+        training.evaluate(str(run), corpus["heldout"])
+    assert (run / "run.json").read_text() == json.dumps(record)
+    assert sorted(p.name for p in run.iterdir()) == before
 
 
 def test_tensorboard_logs_have_the_validation_of_every_checkpoint(trained):
