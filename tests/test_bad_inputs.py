@@ -222,6 +222,21 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     assert _files_under(scratch) == [] and os.listdir(scratch) == []
 
 
+def test_finetune_of_a_model_whose_run_json_is_no_record_is_refused_by_name(tmp_path, capsys):
+    """`finetune --model DIR` reads the tokenizer DIR's run (if any) was trained with from its
+    run.json: one that is not a run's record is named, not an AttributeError."""
+    bilm = tmp_path / "bilm"
+    assert cli.main(["init", "--preset", "tiny", "--output", str(bilm)]) == 0
+    (bilm / "run.json").write_text("[1, 2]")
+    labelled = tmp_path / "train.tsv"
+    labelled.write_text("pos\ta good film\nneg\ta bad film\n")
+    message = _cli_error(capsys, "finetune", "--task", "classify", "--train", str(labelled),
+                         "--dev", str(labelled), "--model", str(bilm), "--output",
+                         str(tmp_path / "out"))
+    assert f"{bilm / 'run.json'}: not a run's record" in message, message
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_binary_corpus_is_refused_after_the_counting_pass(tmp_path, capsys):
     """Mostly not UTF-8 (a binary file): refused, not trained on the few lines that decode."""
     corpus = tmp_path / "model.bin"

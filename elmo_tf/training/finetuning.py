@@ -49,7 +49,7 @@ import tensorflow as tf
 from elmo_tf.checks import check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
-from elmo_tf.files import read_json, scratch_directory, write_json_atomically
+from elmo_tf.files import scratch_directory, write_json_atomically
 from elmo_tf.keras_compat import without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
@@ -476,10 +476,8 @@ def _check_no_header(path, texts, labels):
 
 def _pretraining_tokenizer(model_dir):
     """The tokenizer an `elmo-tf train` run read its corpus with (whitespace otherwise)."""
-    record = os.path.join(model_dir, "run.json")
-    if os.path.isfile(record):
-        return read_json(record).get("settings", {}).get("tokenizer") or "whitespace"
-    return "whitespace"
+    record = RunDirectory(model_dir).record()
+    return (record or {"settings": {}})["settings"].get("tokenizer") or "whitespace"
 
 
 def _check_model_dir(model_dir):

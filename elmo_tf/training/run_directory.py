@@ -106,8 +106,8 @@ class RunDirectory:
         record = read_json(self.run_file)
         if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
             raise ValueError(f"{self.run_file}: not a run's record (an object with the run's "
-                             "\"settings\", which elmo-tf writes); put it back, or give "
-                             "another --output.")
+                             "\"settings\", which elmo-tf writes); put it back, or use "
+                             "another directory.")
         return record
 
     def write_record(self, record):
