@@ -31,6 +31,15 @@ def bilm(tmp_path_factory):
     return str(path)
 
 
+def test_the_tokenizer_defaults_to_the_one_the_bilm_was_pre_trained_with(tmp_path):
+    """A biLM `train` wrote records its corpus's tokenizer in run.json: fine-tuning splits text
+    the same way unless told otherwise; a model without a run (released files) splits on
+    whitespace."""
+    assert finetuning._pretraining_tokenizer(str(tmp_path)) == "whitespace"
+    (tmp_path / "run.json").write_text(json.dumps({"settings": {"tokenizer": "wordpunct"}}))
+    assert finetuning._pretraining_tokenizer(str(tmp_path)) == "wordpunct"
+
+
 def _finetune(capsys, *args):
     assert cli.main(["finetune", "--encoder-units", "8", "--batch-size", "4", "--dropout", "0",
                      "--learning-rate", "0.01", *args]) == 0
