@@ -28,6 +28,7 @@ import warnings
 import keras
 import tensorflow as tf
 
+from elmo_tf.checks import check_positive_ints
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
@@ -108,6 +109,8 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         check_xla_mode(xla)
     if sum(v is not None for v in (epochs, steps, minutes)) > 1:
         raise ValueError("give one of epochs, steps and minutes.")
+    check_positive_ints(**{name: value for name, value in (("epochs", epochs), ("steps", steps))
+                           if value is not None})
     if minutes is not None and not (isinstance(minutes, (int, float))
                                     and not isinstance(minutes, bool)
                                     and math.isfinite(minutes) and minutes > 0):
@@ -146,9 +149,10 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     replicas = strategy.num_replicas_in_sync
     settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
+    recorded = run.record()
+    if recorded is not None:  # a damaged record named as such, before it is compared
+        check_record(recorded, run.run_file)
     previous = run.check_settings(settings)  # before the built-in corpus is written there
-    if previous is not None:
-        check_record(previous, run.run_file)
     if steps is None and not epochs and minutes is None and "minutes" in (previous or {}):
         if is_multi_worker(strategy):  # (`train` refuses minutes under it; run.json may not)
             raise ValueError(f"{output} trained for --minutes {previous['minutes']:g}, a "
@@ -344,15 +348,17 @@ def xla_pays_off_on_cpus(steps, minutes=None):
 
 
 def check_record(record, path):
-    """For a record `RunDirectory.record` read (an object with "settings"): raises a ValueError naming `path` (a pre-training run.json) and the field, and what the
-    field holds when `train` writes it, unless each field a run is resumed or evaluated from
-    does: a record edited by hand, or damaged, is refused here, not deeper with a TypeError.
+    """For a record `RunDirectory.record` read (an object with "settings"), from `path` (a
+    pre-training run.json): raises a ValueError naming the file, the field and what `train`
+    writes there unless every field a run is resumed or evaluated from holds what `train`
+    writes: a record edited by hand, or damaged, is refused here, not deeper with a TypeError.
 
     Example:
-    >>> check_record({"settings": {...}, "corpus_size": {"sentences": 2, "tokens": 9},
-    ...               "minutes": "30"}, "runs/tiny/run.json")
+    >>> check_record({"settings": settings, "corpus_size": size, "minutes": "30"},
+    ...              "runs/tiny/run.json")
     Traceback (most recent call last):
-    ValueError: runs/tiny/run.json: "minutes" is '30', where `elmo-tf train` writes a number above 0 ...
+    ValueError: runs/tiny/run.json: "minutes" is '30', where `elmo-tf train` writes a number
+    above 0: put back what it wrote, or train the run again.
     """
     def number(value, low, strict):
         return (isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -361,19 +367,24 @@ def check_record(record, path):
     def count(value, low):
         return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
-    def refuse(field, value, accepted):
-        raise ValueError(f"{path}: {field} is {value!r}, where `elmo-tf train` writes "
-                         f"{accepted}; put the value back, or train into another --output.")
+    missing = object()
 
-    if not isinstance(record["settings"].get("recipe"), dict):  # (`RunDirectory.record`'s
-        refuse('"settings.recipe"', record["settings"].get("recipe"),  # check: "settings")
-               "the recipe, an object")
-    size = record.get("corpus_size")
+    def refuse(field, value, accepted):
+        found = "is missing" if value is missing else f"is {value!r}"
+        raise ValueError(f"{path}: {field} {found}, where `elmo-tf train` writes {accepted}: "
+                         "put back what it wrote, or train the run again.")
+
+    settings = record["settings"]  # (an object: `RunDirectory.record`'s check)
+    if not isinstance(settings.get("recipe", missing), dict):
+        refuse('"settings.recipe"', settings.get("recipe", missing), "the recipe, an object")
+    if not isinstance(settings.get("tokenizer", missing), str):
+        refuse('"settings.tokenizer"', settings.get("tokenizer", missing), "the tokenizer's name")
+    size = record.get("corpus_size", missing)
     if not isinstance(size, dict):
         refuse('"corpus_size"', size, 'an object of "sentences" and "tokens"')
     for key in ("sentences", "tokens"):
-        if not count(size.get(key), 0):
-            refuse(f'"corpus_size.{key}"', size.get(key), "a whole number of 0 or more")
+        if not count(size.get(key, missing), 0):
+            refuse(f'"corpus_size.{key}"', size.get(key, missing), "a whole number of 0 or more")
     checks = {"steps": (lambda v: count(v, 1), "a whole number of steps above 0"),
               "minutes": (lambda v: number(v, 0, strict=True), "a number above 0"),
               "trained_seconds": (lambda v: number(v, 0, strict=False), "a number of 0 or more"),
@@ -494,7 +505,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     if corpus == BUILTIN_CORPUS:  # the held-out part of the run's own built-in corpus
         corpus = os.path.join(run.path, "corpus", "heldout", "*")
         if recipe.family.next_token_bound:
-            best = record["best_perplexity"]
+            best = record.get("best_perplexity")
     lm = build_language_model(recipe, len(vocab),
                               xla=use_xla(record.get("xla", "auto")))
     lm.set_vocabulary(vocab.tokens)

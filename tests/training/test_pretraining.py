@@ -138,6 +138,11 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
         training.train(RECIPE, corpus["train"], str(output), minutes=1, steps=5)
     with pytest.raises(ValueError, match="minutes must be a positive number"):
         training.train(RECIPE, corpus["train"], str(output), minutes=0)
+    # (and steps or epochs, a run's total, whole numbers above 0, as run.json records them)
+    for length in ({"steps": 2.5}, {"steps": 0}, {"epochs": 1.0}, {"epochs": True}):
+        with pytest.raises(ValueError, match=f"{next(iter(length))} must be a positive integer"):
+            training.train(RECIPE, corpus["train"], str(tmp_path / "other"), **length)
+        assert not (tmp_path / "other").exists()
 
 
 def test_a_decaying_rate_trains_to_its_decay_steps_and_no_further(corpus, tmp_path):
@@ -185,7 +190,8 @@ DAMAGED_RECORDS = [  # (a field's damage, the words the refusal names)
     ({"steps": True}, '"steps" is True'), ({"steps": None}, '"steps" is None'),
     ({"trained_seconds": -1.0}, '"trained_seconds" is -1.0'), ({"xla": "yes"}, '"xla" is \'yes\''),
     ({"corpus_size": None}, '"corpus_size" is None'),
-    ({"corpus_size": {"sentences": 3}}, '"corpus_size.tokens" is None'),
+    ({"corpus_size": {"sentences": 3}}, '"corpus_size.tokens" is missing'),
+    ({"settings": {"recipe": {}}}, '"settings.tokenizer" is missing'),
     ({"best_perplexity": "low"}, '"best_perplexity" is \'low\''),
     ({"settings": ["x"]}, "not a run's record"), (None, "not a run's record"),
 ]
