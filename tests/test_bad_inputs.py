@@ -585,6 +585,33 @@ def test_a_truncated_finetune_checkpoint_is_named(finetuned, tmp_path, capsys):
     assert f"{checkpoint}, the checkpoint of epoch 1, is damaged" in message
 
 
+DAMAGED_FINETUNING_RECORDS = [  # (a field's damage, the words the refusal names)
+    ({"epochs": {"1": 0.5}}, '"epochs" is {\'1\': 0.5}'), ({"epochs": None}, '"epochs" is None'),
+    ({"epochs": [{"accuracy": "0.5"}]}, '"epochs" 1 is {\'accuracy\': \'0.5\'}'),
+    ({"epochs": [{"loss": 0.5}]}, '"epochs" 1\'s \'accuracy\' is missing'),
+    ({"epochs": ["0.5"]}, '"epochs" 1 is \'0.5\''), ({"metric": "f1"}, '"metric" is \'f1\''),
+]
+
+
+@pytest.mark.parametrize("damage, named", DAMAGED_FINETUNING_RECORDS)
+def test_a_damaged_finetune_record_is_refused_by_name_and_left_as_it_is(finetuned, tmp_path,
+                                                                        capsys, damage, named):
+    """A fine-tuning run.json edited by hand or damaged in the fields a run resumes from: named
+    (the file, the field, what `finetune` writes), not a KeyError or TypeError, and nothing in
+    the directory changed."""
+    out = tmp_path / "classifier"
+    shutil.copytree(finetuned["classifier"], out)
+    record = json.loads((out / "run.json").read_text())
+    assert record["metric"] == "accuracy"  # (the damage's names assume it)
+    (out / "run.json").write_text(json.dumps({**record, **damage}))
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    message = _cli_error(capsys, *finetuned["finetune"][:-2], "--output", str(out),
+                         "--epochs", "2")
+    assert f"{out / 'run.json'}: {named}, where `elmo-tf finetune` writes " in message, message
+    assert f"or fine-tune again into another --output than {out}" in message
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize("which", ["--train", "--dev"])
 def test_finetune_names_the_file_and_line_that_is_not_utf8(finetuned, tmp_path, capsys, which):
     bad = tmp_path / "bad.tsv"

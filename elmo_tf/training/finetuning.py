@@ -46,7 +46,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from elmo_tf.checks import check_non_negative_int, check_positive_ints
+from elmo_tf.checks import (MISSING, check_non_negative_int, check_positive_ints,
+                             damaged_field)
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import scratch_directory, write_json_atomically
@@ -191,6 +192,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     settings.update({name: value for name, value in options.items() if value})
     _check_model_dir(model_dir)
     with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
+        recorded = run.record()
+        if recorded is not None:  # a damaged record named as such, before it is compared
+            check_record(recorded, run.run_file, data["metrics"][0], output)
         previous = run.check_settings(settings)
         keras.utils.set_random_seed(seed)
         with strategy.scope():
@@ -711,6 +715,40 @@ def _score(model, examples, batch_size, metrics, compiled=False, given=None):
     texts, gold = examples
     return getattr(model, "task", model).scores(
         _logits(model, texts, batch_size, compiled, given), gold, metrics)
+
+
+def check_record(record, path, metric, output):
+    """For a record `RunDirectory.record` read from `path` (a fine-tuning run.json in
+    `output`, whose task's main metric is `metric`): raises a ValueError naming the file, the
+    field and what `finetune` writes there unless the fields a run resumes from hold what it
+    writes (its epochs' dev scores, their main metric): a record edited by hand, or damaged,
+    is refused here, not deeper with a KeyError or TypeError.
+
+    Example:
+    >>> check_record({"settings": settings, "epochs": {"1": 0.5}}, "cls/run.json",
+    ...              "accuracy", "cls")
+    Traceback (most recent call last):
+    ValueError: cls/run.json: "epochs" is {'1': 0.5}, where `elmo-tf finetune` writes a list of
+    each finished epoch's dev scores: put back what it wrote, or fine-tune again into another
+    --output than cls.
+    """
+    def refuse(field, value, accepted):
+        raise damaged_field(path, field, value, "finetune", accepted,
+                            f"fine-tune again into another --output than {output}")
+
+    def score(value):  # (NaN among them: a correlation of constant predictions)
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    epochs = record.get("epochs", MISSING)
+    if not isinstance(epochs, list):
+        refuse('"epochs"', epochs, "a list of each finished epoch's dev scores")
+    if record.get("metric", metric) != metric:
+        refuse('"metric"', record["metric"], f"{metric!r}, the task's main metric")
+    for number, scores in enumerate(epochs, 1):
+        if not isinstance(scores, dict) or not all(map(score, scores.values())):
+            refuse(f'"epochs" {number}', scores, "an object of the epoch's dev scores")
+        if metric not in scores:
+            refuse(f'"epochs" {number}\'s {metric!r}', MISSING, f"the epoch's dev {metric}")
 
 
 def _stopped(record, patience):

@@ -28,7 +28,7 @@ import warnings
 import keras
 import tensorflow as tf
 
-from elmo_tf.checks import check_positive_ints
+from elmo_tf.checks import MISSING, check_positive_ints, damaged_field, is_number, is_whole
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
@@ -111,9 +111,7 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
         raise ValueError("give one of epochs, steps and minutes.")
     check_positive_ints(**{name: value for name, value in (("epochs", epochs), ("steps", steps))
                            if value is not None})
-    if minutes is not None and not (isinstance(minutes, (int, float))
-                                    and not isinstance(minutes, bool)
-                                    and math.isfinite(minutes) and minutes > 0):
+    if minutes is not None and not (is_number(minutes) and minutes > 0):
         raise ValueError(f"minutes must be a positive number; got {minutes!r}.")
     strategy = strategy or tf.distribute.get_strategy()
     if minutes is not None and is_multi_worker(strategy):
@@ -360,36 +358,25 @@ def check_record(record, path):
     ValueError: runs/tiny/run.json: "minutes" is '30', where `elmo-tf train` writes a number
     above 0: put back what it wrote, or train the run again.
     """
-    def number(value, low, strict):
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and math.isfinite(value) and (value > low if strict else value >= low))
-
-    def count(value, low):
-        return isinstance(value, int) and not isinstance(value, bool) and value >= low
-
-    missing = object()
-
     def refuse(field, value, accepted):
-        found = "is missing" if value is missing else f"is {value!r}"
-        raise ValueError(f"{path}: {field} {found}, where `elmo-tf train` writes {accepted}: "
-                         "put back what it wrote, or train the run again.")
+        raise damaged_field(path, field, value, "train", accepted, "train the run again")
 
     settings = record["settings"]  # (an object: `RunDirectory.record`'s check)
-    if not isinstance(settings.get("recipe", missing), dict):
-        refuse('"settings.recipe"', settings.get("recipe", missing), "the recipe, an object")
-    if not isinstance(settings.get("tokenizer", missing), str):
-        refuse('"settings.tokenizer"', settings.get("tokenizer", missing), "the tokenizer's name")
-    size = record.get("corpus_size", missing)
+    if not isinstance(settings.get("recipe", MISSING), dict):
+        refuse('"settings.recipe"', settings.get("recipe", MISSING), "the recipe, an object")
+    if not isinstance(settings.get("tokenizer", MISSING), str):
+        refuse('"settings.tokenizer"', settings.get("tokenizer", MISSING), "the tokenizer's name")
+    size = record.get("corpus_size", MISSING)
     if not isinstance(size, dict):
         refuse('"corpus_size"', size, 'an object of "sentences" and "tokens"')
     for key in ("sentences", "tokens"):
-        if not count(size.get(key, missing), 0):
-            refuse(f'"corpus_size.{key}"', size.get(key, missing), "a whole number of 0 or more")
-    checks = {"steps": (lambda v: count(v, 1), "a whole number of steps above 0"),
-              "minutes": (lambda v: number(v, 0, strict=True), "a number above 0"),
-              "trained_seconds": (lambda v: number(v, 0, strict=False), "a number of 0 or more"),
+        if not is_whole(size.get(key, MISSING), 0):
+            refuse(f'"corpus_size.{key}"', size.get(key, MISSING), "a whole number of 0 or more")
+    checks = {"steps": (lambda v: is_whole(v, 1), "a whole number of steps above 0"),
+              "minutes": (lambda v: is_number(v) and v > 0, "a number above 0"),
+              "trained_seconds": (lambda v: is_number(v) and v >= 0, "a number of 0 or more"),
               "xla": (lambda v: v in XLA_MODES, f"one of {list(XLA_MODES)}"),
-              "best_perplexity": (lambda v: v is None or number(v, 0, strict=True),
+              "best_perplexity": (lambda v: v is None or (is_number(v) and v > 0),
                                   "null or a number above 0")}
     for key, (valid, accepted) in checks.items():
         if key in record and not valid(record[key]):
