@@ -195,7 +195,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         recorded = run.record()
         if recorded is not None:  # a damaged record named as such, before it is compared
             check_record(recorded, run.run_file, data["metrics"][0], output)
-        previous = run.check_settings(settings)
+        previous = run.check_settings(settings, recorded)
         keras.utils.set_random_seed(seed)
         with strategy.scope():
             model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,

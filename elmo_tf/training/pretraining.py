@@ -150,7 +150,8 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     recorded = run.record()
     if recorded is not None:  # a damaged record named as such, before it is compared
         check_record(recorded, run.run_file)
-    previous = run.check_settings(settings)  # before the built-in corpus is written there
+    # Before the built-in corpus is written there.
+    previous = run.check_settings(settings, recorded)
     if steps is None and not epochs and minutes is None and "minutes" in (previous or {}):
         if is_multi_worker(strategy):  # (`train` refuses minutes under it; run.json may not)
             raise ValueError(f"{output} trained for --minutes {previous['minutes']:g}, a "

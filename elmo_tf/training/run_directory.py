@@ -123,13 +123,12 @@ class RunDirectory:
             raise ValueError(f"{self.path} holds no training run (no run.json).")
         return Recipe.from_dict(record["settings"]["recipe"], source=self.run_file)
 
-    def check_settings(self, settings):
-        """run.json as it was (None for a new run); a ValueError naming each difference when
-        the directory holds another run (a recipe's name, a label, may differ: a recipe file
-        read by another path is the same recipe). A run recorded before corpora were identified by
-        their files (`corpus_identity`; its corpus a glob) is compared by the files its glob
-        names now, and its record updated."""
-        previous = self.record()
+    def check_settings(self, settings, previous):
+        """`previous` (run.json as `record` read it, None for a new run) with `settings`; a
+        ValueError naming each difference when the directory holds another run (a recipe's
+        name, a label, may differ: a recipe file read by another path is the same recipe). A
+        run recorded before corpora were identified by their files (`corpus_identity`; its
+        corpus a glob) is compared by the files its glob names now, and its record updated."""
         if previous is None:
             return None
         old = previous["settings"]

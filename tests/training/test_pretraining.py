@@ -177,8 +177,8 @@ def test_a_time_budget_is_refused_under_multi_worker_training(corpus, tmp_path, 
     # Nor a run given minutes by one worker, resumed by several with no length (which would
     # otherwise go on with its minutes).
     monkeypatch.setattr(pretraining.RunDirectory, "check_settings",
-                        lambda self, settings: {"settings": settings, "minutes": 0.5,
-                                                "corpus_size": {"sentences": 9, "tokens": 90}})
+                        lambda self, settings, _: {"settings": settings, "minutes": 0.5,
+                                                   "corpus_size": {"sentences": 9, "tokens": 90}})
     with pytest.raises(ValueError, match=r"trained for --minutes 0\.5, .* for one worker"):
         training.train(RECIPE, corpus["train"], str(tmp_path / "run"))
     assert not (tmp_path / "run" / "run.json").exists()
