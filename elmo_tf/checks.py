@@ -6,13 +6,23 @@ MISSING = object()  # a field a record does not have (`damaged_field`)
 
 
 def is_number(value):
-    """Whether `value` is a finite int or float (bools are not)."""
+    """Whether `value` is a finite int or float (bools are not).
+
+    Example:
+    >>> is_number(2.5), is_number(float("nan")), is_number(True), is_number("2")
+    (True, False, False, False)
+    """
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value))
+            and (isinstance(value, int) or math.isfinite(value)))  # (an int of 400 digits too)
 
 
 def is_whole(value, low):
-    """Whether `value` is an integer >= `low` (bools are not)."""
+    """Whether `value` is an integer >= `low` (bools are not).
+
+    Example:
+    >>> is_whole(3, 1), is_whole(0, 1), is_whole(3.0, 1), is_whole(True, 0)
+    (True, False, False, False)
+    """
     return isinstance(value, int) and not isinstance(value, bool) and value >= low
 
 

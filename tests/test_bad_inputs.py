@@ -590,6 +590,7 @@ DAMAGED_FINETUNING_RECORDS = [  # (a field's damage, the words the refusal names
     ({"epochs": [{"accuracy": "0.5"}]}, '"epochs" 1 is {\'accuracy\': \'0.5\'}'),
     ({"epochs": [{"loss": 0.5}]}, '"epochs" 1\'s \'accuracy\' is missing'),
     ({"epochs": ["0.5"]}, '"epochs" 1 is \'0.5\''), ({"metric": "f1"}, '"metric" is \'f1\''),
+    ({"settings": {"word_embedding_dim": "8"}}, '"settings.word_embedding_dim" is \'8\''),
 ]
 
 
@@ -603,6 +604,7 @@ def test_a_damaged_finetune_record_is_refused_by_name_and_left_as_it_is(finetune
     shutil.copytree(finetuned["classifier"], out)
     record = json.loads((out / "run.json").read_text())
     assert record["metric"] == "accuracy"  # (the damage's names assume it)
+    damage = {k: {**record[k], **v} if k == "settings" else v for k, v in damage.items()}
     (out / "run.json").write_text(json.dumps({**record, **damage}))
     before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
     message = _cli_error(capsys, *finetuned["finetune"][:-2], "--output", str(out),
@@ -610,6 +612,35 @@ def test_a_damaged_finetune_record_is_refused_by_name_and_left_as_it_is(finetune
     assert f"{out / 'run.json'}: {named}, where `elmo-tf finetune` writes " in message, message
     assert f"or fine-tune again into another --output than {out}" in message
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+def test_the_record_checks_take_every_record_the_commands_write():
+    """What `finetune` writes (a new run's record, NaN and whole-number scores, a classifier's
+    word features) and what `train` writes (a count of any size) pass the checks."""
+    from elmo_tf.training import finetuning, pretraining
+
+    settings = {"task": "classify", "word_embedding_dim": 8}
+    for record in ({"settings": settings, "labels": ["neg", "pos"], "epochs": []},
+                   {"settings": settings, "labels": ["neg", "pos"], "metric": "accuracy",
+                    "epochs": [{"accuracy": 0.5, "loss": float("nan")}, {"accuracy": 1}],
+                    "bilm_outputs_once": True, "speed": {"steps": 3}}):
+        finetuning.check_record(json.loads(json.dumps(record)), "run.json", "accuracy", "out")
+    pretraining.check_record({"settings": {"recipe": {}, "tokenizer": "whitespace"},
+                              "corpus_size": {"sentences": 3, "tokens": 10 ** 400},
+                              "trained_seconds": 10 ** 400, "steps": 10 ** 400}, "run.json")
+
+
+def test_a_finetune_of_another_task_into_a_run_is_named_another_run(finetuned, tmp_path,
+                                                                     capsys):
+    """Another task's run (its metric differs too) is another run, not a damaged record."""
+    out = tmp_path / "classifier"
+    shutil.copytree(finetuned["classifier"], out)
+    conll = tmp_path / "train.conll"
+    conll.write_text("a DT\ngood JJ\nfilm NN\n\nbad JJ\n\n")
+    message = _cli_error(capsys, "finetune", "--task", "tag", "--train", str(conll), "--dev",
+                         str(conll), "--model", str(finetuned["bilm"]), "--output", str(out))
+    assert f"{out} holds another run (run.json differs: " in message, message
+    assert "put back what it wrote" not in message
 
 
 @pytest.mark.parametrize("which", ["--train", "--dev"])

@@ -47,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 
 from elmo_tf.checks import (MISSING, check_non_negative_int, check_positive_ints,
-                             damaged_field)
+                             damaged_field, is_whole)
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import scratch_directory, write_json_atomically
@@ -192,10 +192,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     settings.update({name: value for name, value in options.items() if value})
     _check_model_dir(model_dir)
     with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
-        recorded = run.record()
-        if recorded is not None:  # a damaged record named as such, before it is compared
-            check_record(recorded, run.run_file, data["metrics"][0], output)
-        previous = run.check_settings(settings, recorded)
+        # Another task's run is named as such first (its metric differs too).
+        previous = run.check_settings(settings, run.record())
+        if previous is not None:
+            check_record(previous, run.run_file, data["metrics"][0], output)
         keras.utils.set_random_seed(seed)
         with strategy.scope():
             model = _build(cls, model_dir, data["labels"], tokenizer, encoder_units, dropout,
@@ -721,8 +721,8 @@ def check_record(record, path, metric, output):
     """For a record `RunDirectory.record` read from `path` (a fine-tuning run.json in
     `output`, whose task's main metric is `metric`): raises a ValueError naming the file, the
     field and what `finetune` writes there unless the fields a run resumes from hold what it
-    writes (its epochs' dev scores, their main metric): a record edited by hand, or damaged,
-    is refused here, not deeper with a KeyError or TypeError.
+    writes (its epochs' dev scores, their main metric, a classifier's word features): a record
+    edited by hand, or damaged, is refused here, not deeper with a KeyError or TypeError.
 
     Example:
     >>> check_record({"settings": settings, "epochs": {"1": 0.5}}, "cls/run.json",
@@ -739,6 +739,9 @@ def check_record(record, path, metric, output):
     def score(value):  # (NaN among them: a correlation of constant predictions)
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
+    dim = record["settings"].get("word_embedding_dim", 0)  # (recorded where not 0)
+    if not is_whole(dim, 0):
+        refuse('"settings.word_embedding_dim"', dim, "a whole number of 0 or more")
     epochs = record.get("epochs", MISSING)
     if not isinstance(epochs, list):
         refuse('"epochs"', epochs, "a list of each finished epoch's dev scores")
