@@ -44,6 +44,11 @@
 # trained ELMo alone took 114 s (25 s of it epochs). docs/masked_elmo.md names the levers;
 # since then masked_elmo_small_cloze reads stream windows (one shape: 3 steps on CPU with
 # XLA, not run on a GPU yet), and the probes record their phases (`"phases"` in the JSONs).
+# A sixth lending (2026-11-30, pretraining_value-gpu-issue38-lending6.json, deadline 540): both
+# trained (Masked ELMo's cloze on stream windows: one compilation, 7,353 steps); the pre-trainings
+# ended ~420 s into the command, so its probes (now ~1 minute each: the frozen biLM's outputs
+# computed once) and Masked ELMo's evaluation were stopped; the WSJ and polarity probes then ran
+# on the warm machine in two commands (108 s and 93 s). Uncertainty did not fit the 900 s.
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
