@@ -49,6 +49,10 @@
 # ended ~420 s into the command, so its probes (now ~1 minute each: the frozen biLM's outputs
 # computed once) and Masked ELMo's evaluation were stopped; the WSJ and polarity probes then ran
 # on the warm machine in two commands (108 s and 93 s). Uncertainty did not fit the 900 s.
+# Since then the device script trains the steps that lending's calibrations give 2 minutes
+# (4,815 and 7,353; no calibration spends the lending's time, and the seeds of later lendings
+# compare at equal steps), and `... 2 SEED 200 probes` runs the stopped probes again on the warm
+# machine into one merged JSON (the device tool brings back at most 8 files).
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -75,7 +79,7 @@ rm -rf "$last/data/real_text/corpora"   # the prepared files are enough; keep th
 grep '^  carry' /tmp/gpu-prepare.log || true
 echo "Optionally first (no pre-training needed; about 5 minutes): a classification probe with XLA and without on a random elmo_small, its speed record in the JSON (timeout_s 420):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh && python3 -m elmo_tf.cli init --preset elmo_small --output /tmp/rand && python3 bench/finetune_xla.py --model /tmp/rand --data-dir /tmp/asm/data/real_text --tasks sentence_polarity --work /tmp/fx --output \$OUT/finetune_xla-gpu.json   (carry $last)"
-echo "Then, in one command (the data chunk, $last, travels with it):"
-echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 0 572   (carry $last, timeout_s 600)"
-echo "If the deadline stopped probes (stopped_at_deadline in the JSON), on the warm machine (MODELS, TASKS: the stopped ones; SEED: the seed):"
-echo "  . /tmp/asm/env.sh; for m in MODELS; do for t in TASKS; do python3 bench/pretraining_value.py --data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets 2 --seeds SEED --fine-tuned-at --models \$m --only probe --tasks \$t --output \$OUT/probe-\$m-\$t.json > \$OUT/probe-\$m-\$t.log 2>&1 & done; done; wait"
+echo "Then, in one command (the data chunk, $last, travels with it; SEED: 1, then 2: seed 0 ran in the sixth lending):"
+echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 SEED 540   (carry $last, timeout_s 600)"
+echo "If the deadline stopped probes (stopped_at_deadline in the JSON), at once on the warm machine (the probes again, those reported skipped; one merged JSON):"
+echo "  bash bench/gpu_pretraining_value_device.sh 2 SEED 200 probes   (timeout_s 230)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, after the chunk commands bench/gpu_pretraining_value.sh prints:
-#   bash bench/gpu_pretraining_value_device.sh [BUDGET_MINUTES=2] [SEED=0] [DEADLINE_SECONDS=540]
+#   bash bench/gpu_pretraining_value_device.sh [BUDGET_MINUTES=2] [SEED=0] [DEADLINE_SECONDS=540] [STAGE=all]
 # bench/pretraining_value.py's protocol for the small shapes, fitted to one device command:
 # elmo_small and masked_elmo_small_cloze (the chosen Masked ELMo) side by side on the one GPU
 # (their calibrations at about the same time, then their trainings: each model's steps come
@@ -8,29 +8,51 @@
 # shares), then, as soon as a model's biLM is kept, its held-out evaluation and its three
 # frozen probes at once (Masked ELMo's evaluation compiles every length bucket of the held-out
 # sentences: minutes on a GPU).
+# The steps: by default those the sixth lending's calibrations give the budget
+# (CALIBRATION_FROM, bench/pretraining_value.py's --calibration-from), so that every lending
+# trains the same steps and its seed compares with the others', and no calibration spends the
+# lending's minutes; CALIBRATION_FROM= measures anew (CALIBRATION_STEPS steps, default 200).
 # MODELS="a b" runs other models of the protocol. At the deadline what still runs of this
 # script's processes is stopped and listed; every finished part is in
 # $OUT/pretraining_value-gpu.json (the per-process reports merged, `stopped_at_deadline` and
-# `failed` naming what is missing), with each model's log and nvidia-smi's line beside it.
+# `failed` naming what is missing), with each model's log and nvidia-smi's line beside it (at
+# most 6 files: the device tool brings back 8).
+# STAGE=probes, on the same warm machine after a command the deadline stopped: the probes
+# again (each anew; those already reported are skipped), with the same merged report.
 set -uo pipefail
 export LC_ALL=C
-budget=${1:-2}; seed=${2:-0}; deadline=${3:-540}
+budget=${1:-2}; seed=${2:-0}; deadline=${3:-540}; stage=${4:-all}
+case $stage in all|probes) ;; *) echo "STAGE is all or probes, not '$stage'" >&2; exit 2;; esac
 began=$(date +%s)
 out=${OUT:-/tmp/pv-out}; mkdir -p "$out"
-rm -rf /tmp/pv && mkdir -p /tmp/pv  # a rerun starts anew
-bash /tmp/asm/device_setup.sh > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
+if [ "$stage" = all ]; then
+  rm -rf /tmp/pv && mkdir -p /tmp/pv  # a rerun starts anew
+  bash /tmp/asm/device_setup.sh > "$out/setup.log" 2>&1 || { cat "$out/setup.log"; exit 1; }
+elif [ ! -d /tmp/pv ]; then
+  echo "STAGE=probes needs the kept biLMs of a command before on this machine (/tmp/pv)" >&2
+  exit 2
+fi
+rm -f /tmp/pv/stopped.txt /tmp/pv/failed.txt
 . /tmp/asm/env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/nvidia-smi.txt"
 common=(--data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets "$budget" --seeds "$seed")
-pretraining=(--mixed-precision bfloat16 --calibration-steps "${CALIBRATION_STEPS:-200}")
+calibration_from=${CALIBRATION_FROM-bench/results/pretraining_value-gpu-issue38-lending6.json}
+if [ -n "$calibration_from" ]; then
+  pretraining=(--mixed-precision bfloat16 --calibration-from "$calibration_from")
+else
+  pretraining=(--mixed-precision bfloat16 --calibration-steps "${CALIBRATION_STEPS:-200}")
+fi
 
 model() {  # pre-train; once its biLM is kept (renamed into place whole), its held-out
            # evaluation and its three frozen probes at once, a report per process
   local name=$1 kept=/tmp/pv/$1/seed-$seed/budget-$(printf %g "$budget") pids=() failed=0
-  python3 bench/pretraining_value.py "${common[@]}" "${pretraining[@]}" --models "$name" \
-      --only pretrain --output "/tmp/pv/$name.json" &
-  local pretrain=$!
-  while kill -0 "$pretrain" 2> /dev/null && [ ! -f "$kept/run.json" ]; do sleep 2; done
+  local pretrain=
+  if [ "$stage" = all ]; then
+    python3 bench/pretraining_value.py "${common[@]}" "${pretraining[@]}" --models "$name" \
+        --only pretrain --output "/tmp/pv/$name.json" &
+    pretrain=$!
+    while kill -0 "$pretrain" 2> /dev/null && [ ! -f "$kept/run.json" ]; do sleep 2; done
+  fi
   if [ -f "$kept/run.json" ]; then
     for task in wsj_pos_tagging sentence_polarity uncertainty; do
       python3 bench/pretraining_value.py "${common[@]}" --models "$name" --only probe \
@@ -39,7 +61,7 @@ model() {  # pre-train; once its biLM is kept (renamed into place whole), its he
       pids+=("$!")
     done
   fi
-  wait "$pretrain" || failed=1
+  [ -z "$pretrain" ] || wait "$pretrain" || failed=1
   for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
   cat /tmp/pv/"$name"-*.log 2> /dev/null
   return "$failed"
