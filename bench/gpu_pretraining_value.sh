@@ -51,8 +51,8 @@
 # on the warm machine in two commands (108 s and 93 s). Uncertainty did not fit the 900 s.
 # Since then the device script trains the steps that lending's calibrations give 2 minutes
 # (4,815 and 7,353; no calibration spends the lending's time, and the seeds of later lendings
-# compare at equal steps), and `... 2 SEED 200 probes` runs the stopped probes again on the warm
-# machine into one merged JSON (the device tool brings back at most 8 files).
+# compare at equal steps), and `... 2 SEED DEADLINE probes` runs the stopped probes again on the
+# warm machine into one merged JSON (the device tool brings back at most 8 files).
 # Compute: 2 minutes of elmo_small at ~31 ms per step of 128 x 20 tokens (H200, bfloat16) is
 # ~10 M tokens through a model of ~10x elmo_cpu's FLOPs per token, against elmo_cpu's ~4 M
 # tokens in 30 CPU-minutes.
@@ -81,5 +81,5 @@ echo "Optionally first (no pre-training needed; about 5 minutes): a classificati
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash /tmp/asm/device_setup.sh && . /tmp/asm/env.sh && python3 -m elmo_tf.cli init --preset elmo_small --output /tmp/rand && python3 bench/finetune_xla.py --model /tmp/rand --data-dir /tmp/asm/data/real_text --tasks sentence_polarity --work /tmp/fx --output \$OUT/finetune_xla-gpu.json   (carry $last)"
 echo "Then, in one command (the data chunk, $last, travels with it; SEED: 1, then 2: seed 0 ran in the sixth lending):"
 echo "  mkdir -p /tmp/asm && cp -r $last/* /tmp/asm/ && bash bench/gpu_pretraining_value_device.sh 2 SEED 540   (carry $last, timeout_s 600)"
-echo "If the deadline stopped probes (stopped_at_deadline in the JSON), at once on the warm machine (the probes again, those reported skipped; one merged JSON):"
-echo "  bash bench/gpu_pretraining_value_device.sh 2 SEED 200 probes   (timeout_s 230)"
+echo "If the deadline stopped probes (stopped_at_deadline in the JSON), at once on the warm machine (the probes again, all at once, those reported skipped; one merged JSON; DEADLINE: the device time left, budget_left_s, less 40 s):"
+echo "  bash bench/gpu_pretraining_value_device.sh 2 SEED DEADLINE probes   (timeout_s DEADLINE + 25)"

@@ -2,23 +2,26 @@
 # On the lent GPU machine, after the chunk commands bench/gpu_pretraining_value.sh prints:
 #   bash bench/gpu_pretraining_value_device.sh [BUDGET_MINUTES=2] [SEED=0] [DEADLINE_SECONDS=540] [STAGE=all]
 # bench/pretraining_value.py's protocol for the small shapes, fitted to one device command:
-# elmo_small and masked_elmo_small_cloze (the chosen Masked ELMo) side by side on the one GPU
-# (their calibrations at about the same time, then their trainings: each model's steps come
-# from its own step time measured while the other runs too, an approximation of equal
-# shares), then, as soon as a model's biLM is kept, its held-out evaluation and its three
+# elmo_small and masked_elmo_small_cloze (the chosen Masked ELMo) trained side by side on the
+# one GPU, then, as soon as a model's biLM is kept, its held-out evaluation and its three
 # frozen probes at once (Masked ELMo's evaluation compiles every length bucket of the held-out
 # sentences: minutes on a GPU).
 # The steps: by default those the sixth lending's calibrations give the budget
-# (CALIBRATION_FROM, bench/pretraining_value.py's --calibration-from), so that every lending
-# trains the same steps and its seed compares with the others', and no calibration spends the
-# lending's minutes; CALIBRATION_FROM= measures anew (CALIBRATION_STEPS steps, default 200).
-# MODELS="a b" runs other models of the protocol. At the deadline what still runs of this
-# script's processes is stopped and listed; every finished part is in
-# $OUT/pretraining_value-gpu.json (the per-process reports merged, `stopped_at_deadline` and
-# `failed` naming what is missing), with each model's log and nvidia-smi's line beside it (at
-# most 6 files: the device tool brings back 8).
+# (CALIBRATION_FROM, bench/pretraining_value.py's --calibration-from; each model's step time
+# was measured there while the other calibrated too, an approximation of equal shares), so
+# that every lending trains the same steps and its seed compares with the others', and no
+# calibration spends the lending's minutes. CALIBRATION_FROM= measures anew, side by side
+# (CALIBRATION_STEPS steps, default 200).
+# MODELS="a b" runs other models of the protocol (with the default CALIBRATION_FROM only those
+# that report calibrated: elmo_small and masked_elmo_small_cloze; others need CALIBRATION_FROM=).
+# At the deadline what still runs of this script's processes is stopped and listed; every
+# finished part is in $OUT/pretraining_value-gpu.json (the per-process reports merged,
+# `stopped_at_deadline` and `failed` naming what is missing), with each model's log and
+# nvidia-smi's line beside it (6 files for two models; the device tool brings back 8).
 # STAGE=probes, on the same warm machine after a command the deadline stopped: the probes
-# again (each anew; those already reported are skipped), with the same merged report.
+# again, all at once (each anew; those already reported are skipped; not the held-out
+# evaluation), with the same merged report. Give it a DEADLINE_SECONDS that ends well inside
+# the device time left: a command the device tool stops at its own limit returns no report.
 set -uo pipefail
 export LC_ALL=C
 budget=${1:-2}; seed=${2:-0}; deadline=${3:-540}; stage=${4:-all}
@@ -53,7 +56,9 @@ model() {  # pre-train; once its biLM is kept (renamed into place whole), its he
     pretrain=$!
     while kill -0 "$pretrain" 2> /dev/null && [ ! -f "$kept/run.json" ]; do sleep 2; done
   fi
-  if [ -f "$kept/run.json" ]; then
+  if [ ! -f "$kept/run.json" ]; then
+    echo "$name: no kept biLM at $kept, so no probes"
+  else
     for task in wsj_pos_tagging sentence_polarity uncertainty; do
       python3 bench/pretraining_value.py "${common[@]}" --models "$name" --only probe \
           --tasks "$task" --fine-tuned-at --output "/tmp/pv/$name-$task.json" \
