@@ -40,10 +40,11 @@ rm -f /tmp/pv/stopped.txt /tmp/pv/failed.txt
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > "$out/nvidia-smi.txt"
 common=(--data-dir /tmp/asm/data/real_text --runs /tmp/pv --budgets "$budget" --seeds "$seed")
 calibration_from=${CALIBRATION_FROM-bench/results/pretraining_value-gpu-issue38-lending6.json}
+pretraining=(--mixed-precision bfloat16)
 if [ -n "$calibration_from" ]; then
-  pretraining=(--mixed-precision bfloat16 --calibration-from "$calibration_from")
+  pretraining+=(--calibration-from "$calibration_from")
 else
-  pretraining=(--mixed-precision bfloat16 --calibration-steps "${CALIBRATION_STEPS:-200}")
+  pretraining+=(--calibration-steps "${CALIBRATION_STEPS:-200}")
 fi
 
 model() {  # pre-train; once its biLM is kept (renamed into place whole), its held-out
