@@ -1,4 +1,5 @@
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -27,6 +28,12 @@ def exported(tiny_model_files, tmp_path_factory):
     return elmo, path
 
 
+@pytest.fixture(scope="module")
+def loaded(exported):
+    """The export, loaded once for the tests that only call it."""
+    return tf.saved_model.load(exported[1])
+
+
 def _expected(elmo, tokens):
     """Every output of the export, computed with the in-memory Keras layers (as graphs, like the
     SavedModel's functions: eager and graph execution differ by float32 round-off, ~1e-6)."""
@@ -41,11 +48,10 @@ def _expected(elmo, tokens):
             "default": (elmo_out * mask[..., None]).sum(axis=1) / counts}
 
 
-def test_version_directory_and_signatures(exported):
+def test_version_directory_and_signatures(exported, loaded):
     _, path = exported
     assert os.path.basename(path) == "1" and os.path.exists(os.path.join(path, "saved_model.pb"))
     assert not [d for d in os.listdir(os.path.dirname(path)) if d != "1"]  # nothing half-written
-    loaded = tf.saved_model.load(path)
     assert set(loaded.signatures) == {"serving_default", "tokens", "default"}
     tokens_sig = loaded.signatures["tokens"]
     assert set(tokens_sig.structured_input_signature[1]) == {"tokens", "sequence_len"}
@@ -72,9 +78,8 @@ def test_fresh_process_without_elmo_tf_matches_the_in_memory_model(exported, tmp
         np.testing.assert_allclose(got[key], value, rtol=1e-5, atol=1e-5, err_msg=key)
 
 
-def test_default_signature_splits_sentences_on_whitespace(exported):
-    elmo, path = exported
-    loaded = tf.saved_model.load(path)
+def test_default_signature_splits_sentences_on_whitespace(exported, loaded):
+    elmo, _ = exported
     out = loaded.signatures["default"](default=tf.constant(["The  cat sat .", "Hello", " "]))
     expected = _expected(elmo, TOKENS)
     for key in ("elmo", "default", "mask"):
@@ -83,18 +88,16 @@ def test_default_signature_splits_sentences_on_whitespace(exported):
     assert empty["elmo"].shape == (0, 0, 16) and empty["mask"].shape == (0, 0)
 
 
-def test_sequence_len_decides_the_padding(exported):
-    elmo, path = exported
-    loaded = tf.saved_model.load(path)
+def test_sequence_len_decides_the_padding(exported, loaded):
+    elmo, _ = exported
     cut = loaded.signatures["tokens"](tokens=tf.constant([["The", "cat", "sat", "."]]),
                                       sequence_len=tf.constant([2]))
     expected = _expected(elmo, [["The", "cat", "", ""]])
     np.testing.assert_allclose(cut["elmo"].numpy(), expected["elmo"], atol=1e-6)
 
 
-def test_reusable_savedmodel_api(exported, tiny_model_files, tmp_path):
+def test_reusable_savedmodel_api(exported, loaded, tiny_model_files, tmp_path):
     elmo, path = exported
-    loaded = tf.saved_model.load(path)
     tokens = tf.constant(TOKENS)
     expected = _expected(elmo, TOKENS)["elmo"]
     np.testing.assert_allclose(loaded(tokens, training=False), expected, atol=1e-6)
@@ -107,19 +110,23 @@ def test_reusable_savedmodel_api(exported, tiny_model_files, tmp_path):
         v.name for v in loaded.trainable_variables}
     layer = keras.layers.TFSMLayer(path, call_endpoint="serving_default", trainable=True)
     assert len(layer.trainable_weights) == 2
-    # ... and the in-memory model's variables are left as they were.
-    flags = [v.value.trainable for v in elmo.weights]
-    export_saved_model(elmo, tmp_path / "again")
-    assert [v.value.trainable for v in elmo.weights] == flags
+    # (The in-memory model's variables are left as they were by an export: checked in
+    # `test_versions_are_never_overwritten_and_failures_leave_nothing`.)
     (penalty,) = loaded.regularization_losses
     np.testing.assert_allclose(penalty(), 0.01 * (0.25 + 1.0 + 4.0), rtol=1e-6)
-    # Exported to fine-tune the biLM too, every weight is trainable.
+    # Exported to fine-tune the biLM too, every weight is trainable. (In mixed precision: the
+    # export takes and gives float32 everywhere.)
     _, _, options_file, weight_file = tiny_model_files
-    whole = ElmoEmbedding.from_allennlp(options_file, weight_file, fine_tune=True, dropout=0.5)
-    loaded = tf.saved_model.load(export_saved_model(whole, tmp_path / "whole"))
-    assert len(loaded.trainable_variables) == len(whole.weights)
-    assert all(v.trainable for v in loaded.variables if "seed" not in v.name)
-    assert np.abs(loaded(tokens, training=True) - loaded(tokens, training=False)).max() > 0
+    whole = ElmoEmbedding.from_allennlp(options_file, weight_file, fine_tune=True, dropout=0.5,
+                                        dtype="mixed_bfloat16")
+    whole_loaded = tf.saved_model.load(export_saved_model(whole, tmp_path / "whole"))
+    assert len(whole_loaded.trainable_variables) == len(whole.weights)
+    assert all(v.trainable for v in whole_loaded.variables if "seed" not in v.name)
+    assert whole_loaded(tokens, training=False).dtype == tf.float32
+    assert np.abs(whole_loaded(tokens, training=True)
+                  - whole_loaded(tokens, training=False)).max() > 0
+    served = whole_loaded.signatures["tokens"](tokens=tokens, sequence_len=tf.constant(LENGTHS))
+    assert {v.dtype for k, v in served.items() if k != "mask"} == {tf.float32}
 
 
 def test_only_core_ops_with_cpu_kernels(exported):
@@ -143,9 +150,8 @@ def test_only_core_ops_with_cpu_kernels(exported):
     assert not [f for f in graph.library.function if "_XlaMustCompile" in f.attr]
 
 
-def test_bad_inputs_get_defined_results_or_invalid_argument(exported):
-    _, path = exported
-    serve = tf.saved_model.load(path).signatures["tokens"]
+def test_bad_inputs_get_defined_results_or_invalid_argument(loaded):
+    serve = loaded.signatures["tokens"]
     empty = serve(tokens=tf.zeros([0, 0], tf.string), sequence_len=tf.zeros([0], tf.int32))
     assert empty["elmo"].shape == (0, 0, 16) and empty["default"].shape == (0, 16)
     padding = serve(tokens=tf.constant([["", ""]]), sequence_len=tf.constant([0]))
@@ -168,7 +174,7 @@ def test_bad_inputs_get_defined_results_or_invalid_argument(exported):
                            match=rf"Shape of tensor {name}(/\S*)? {shape} is not compatible with "
                                  rf"expected shape {expected}"):
             serve(tokens=tf.constant(tokens), sequence_len=tf.constant(lengths))
-    default = tf.saved_model.load(path).signatures["default"]
+    default = loaded.signatures["default"]
     for sentences, shape in (("a b", r"\[\]"), ([["a b"]], r"\[1,1\]")):
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match=rf"Shape of tensor default(/\S*)? {shape} is not compatible with "
@@ -182,13 +188,13 @@ def test_bad_inputs_get_defined_results_or_invalid_argument(exported):
     np.testing.assert_allclose(many["elmo"][-1], many["elmo"][0], atol=1e-6)
 
 
-def test_requests_larger_than_a_chunk_keep_every_row_in_place(exported):
+def test_requests_larger_than_a_chunk_keep_every_row_in_place(exported, loaded):
     # More rows than SERVING_ROWS_PER_CHUNK, all different: each must match the in-memory model.
-    elmo, path = exported
+    elmo, _ = exported
     rng = np.random.default_rng(0)
     tokens = [[f"w{rng.integers(1000)}" for _ in range(int(n))] + [""] * (3 - int(n))
               for n in rng.integers(0, 4, size=300)]
-    served = tf.saved_model.load(path).signatures["tokens"](
+    served = loaded.signatures["tokens"](
         tokens=tf.constant(tokens), sequence_len=tf.constant([sum(map(bool, t)) for t in tokens]))
     expected = _expected(elmo, tokens)
     for key in ("elmo", "default", "mask", "word_emb"):
@@ -197,15 +203,19 @@ def test_requests_larger_than_a_chunk_keep_every_row_in_place(exported):
 
 def test_versions_are_never_overwritten_and_failures_leave_nothing(exported, tiny_model_files,
                                                                    tmp_path, monkeypatch):
-    elmo, _ = exported
+    elmo, path = exported
     base = tmp_path / "elmo"
+    shutil.copytree(path, base / "1")  # the fixture's version 1, as if exported here
+    flags = [v.value.trainable for v in elmo.weights]
     umask = os.umask(0o022)
     try:
-        assert export_saved_model(elmo, base).endswith("1")
+        assert export_saved_model(elmo, base).endswith("2")
     finally:
         os.umask(umask)
-    assert stat.S_IMODE(os.stat(base / "1").st_mode) == 0o755  # readable by a server's user
-    assert export_saved_model(elmo, base).endswith("2")
+    assert stat.S_IMODE(os.stat(base / "2").st_mode) == 0o755  # readable by a server's user
+    # The in-memory model's variables are left as they were (the export marks them
+    # untrainable while it saves).
+    assert [v.value.trainable for v in elmo.weights] == flags
     with pytest.raises(ValueError, match="already exists"):
         export_saved_model(elmo, base, version=2)
     _, _, options_file, weight_file = tiny_model_files
@@ -222,14 +232,3 @@ def test_versions_are_never_overwritten_and_failures_leave_nothing(exported, tin
     with pytest.raises(KeyboardInterrupt):
         export_saved_model(elmo, base)
     assert sorted(os.listdir(base)) == ["1", "2"]  # no version 3, no temporary directory
-
-
-def test_mixed_precision_export_gives_float32_everywhere(tiny_model_files, tmp_path):
-    _, _, options_file, weight_file = tiny_model_files
-    elmo = ElmoEmbedding.from_allennlp(options_file, weight_file, dropout=0.0,
-                                       dtype="mixed_bfloat16")
-    loaded = tf.saved_model.load(export_saved_model(elmo, tmp_path / "bf16"))
-    tokens = tf.constant(TOKENS)
-    assert loaded(tokens, training=False).dtype == tf.float32
-    served = loaded.signatures["tokens"](tokens=tokens, sequence_len=tf.constant(LENGTHS))
-    assert {v.dtype for k, v in served.items() if k != "mask"} == {tf.float32}

@@ -118,9 +118,9 @@ class _WritesAFileWhenLoaded(tf.saved_model.experimental.TrackableResource):
         return tf.io.write_file(self.marker, "written while loading")
 
 
-def _attack(tmp_path, legit_keras):
-    """(a `.keras` file whose SavedModelEmbedding names an attacker's SavedModel, the file
-    that SavedModel writes when loaded)."""
+def _attack(tmp_path, legit_keras, export):
+    """(a `.keras` file whose SavedModelEmbedding names an attacker's SavedModel instead of
+    `export`, the file that SavedModel writes when loaded)."""
     import json
     import zipfile
 
@@ -135,7 +135,7 @@ def _attack(tmp_path, legit_keras):
             data = source.read(item)
             if item.filename == "config.json":
                 data = json.dumps(json.loads(data)).replace(
-                    json.dumps(str(legit_keras.parent / "elmo" / "1"))[1:-1],
+                    json.dumps(str(export))[1:-1],
                     str(tmp_path / "attack_saved_model")).encode()
             target.writestr(item, data)
     assert str(tmp_path / "attack_saved_model") in zipfile.ZipFile(attack).read(
@@ -143,21 +143,16 @@ def _attack(tmp_path, legit_keras):
     return attack, marker
 
 
-def test_keras_safe_mode_refuses_a_keras_file_that_loads_a_saved_model(tiny_model_files,
-                                                                        tmp_path):
+def test_keras_safe_mode_refuses_a_keras_file_that_loads_a_saved_model(export_dir, tmp_path):
     """As Keras refuses its own TFSMLayer: a `.keras` file naming a SavedModel (whose graph
     runs at load) loads only with safe_mode=False. The attack writes nothing in safe mode, in
     this process after the documented `from_saved_model` and in a fresh process after
     `import elmo_tf`, where a legitimate file loads (with safe_mode=False) to the same outputs."""
-    _, _, options_file, weight_file = tiny_model_files
-    export = export_saved_model(ElmoEmbedding.from_allennlp(options_file, weight_file,
-                                                            dropout=0.0), tmp_path / "elmo")
-    assert export == str(tmp_path / "elmo" / "1")
-    model = _classifier(ElmoEmbedding.from_saved_model(export))
+    model = _classifier(ElmoEmbedding.from_saved_model(export_dir))
     model.save(tmp_path / "legit.keras")
     expected = model(tf.constant(TOKENS)).numpy()
     np.save(tmp_path / "expected.npy", expected)
-    attack, marker = _attack(tmp_path, tmp_path / "legit.keras")
+    attack, marker = _attack(tmp_path, tmp_path / "legit.keras", export_dir)
     with pytest.raises(ValueError, match=r"deserialization of a `SavedModelEmbedding`, which "
                                          r"loads an external SavedModel .*`safe_mode=False`"):
         keras.saving.load_model(attack)

@@ -1,14 +1,16 @@
 """Subprocess entry point of `test_distributed.py`: trains recipes with the default strategy and
 with `MirroredStrategy` over logical CPU devices, in one process.
 
-    python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS RECIPE.json:RUN,RUN...
+    python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS \
+        RECIPE.json:RUN,RUN...[:ITS_CORPUS_GLOB] ...
 
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its file's stem) it trains the runs
 named after it (`RUNS`: `default`, no strategy; `mirrored`, 2 replicas; `mirrored-xla`, 2
 replicas with XLA per replica; `mirrored-xla-resumed`, the same trained to half its steps, then
 resumed with the `xla` setting left out; `mirrored-xla-refuses`, one step with a Python
-function in the model, which XLA cannot compile: its error, or None) into
+function in the model, which XLA cannot compile: its error, or None) on CORPUS_GLOB, or on the
+recipe's own corpus where one follows its runs, into
 `OUTPUT_BASE/<name>-<run>` (a checkpoint every 2 steps) and prints one JSON line,
 `RESULTS {name: {run: {"steps", "train", "xla"}}, "optimizers": {...}}`: "train" holds the
 training metrics of the last checkpoint interval (its last 2 steps), "xla" what run.json
@@ -38,7 +40,8 @@ def main(corpus, base, steps, *recipes_and_runs):
 
     results = {}
     for argument in recipes_and_runs:
-        recipe_file, runs = argument.rsplit(":", 1)
+        recipe_file, runs, *own = argument.split(":")
+        recipe_corpus = own[0] if own else corpus
         recipe = Recipe.from_file(recipe_file)
         stem = os.path.splitext(os.path.basename(recipe_file))[0]
         for name in runs.split(","):
@@ -46,13 +49,13 @@ def main(corpus, base, steps, *recipes_and_runs):
             strategy = mirrored if on_mirrored else None
             output = os.path.join(base, f"{stem}-{name}")
             if name.endswith("-resumed"):  # half, then the rest with the setting left out
-                training.train(recipe, corpus, output, strategy=strategy, steps=int(steps) // 2,
+                training.train(recipe, recipe_corpus, output, strategy=strategy, steps=int(steps) // 2,
                                seed=0, checkpoint_every=2, verbose=0, xla=xla)
                 xla = None
             if name.endswith("-refuses"):
-                results.setdefault(stem, {})[name] = _refused(recipe, corpus, output, strategy)
+                results.setdefault(stem, {})[name] = _refused(recipe, recipe_corpus, output, strategy)
                 continue
-            result = training.train(recipe, corpus, output, strategy=strategy,
+            result = training.train(recipe, recipe_corpus, output, strategy=strategy,
                                     steps=int(steps), seed=0, checkpoint_every=2, verbose=0,
                                     xla=xla)
             with open(os.path.join(output, "run.json")) as f:
@@ -89,7 +92,7 @@ def exported_trainable(mirrored, base):
             "variables": len(loaded.variables)}
 
 
-def _refused(recipe, corpus, output, strategy):
+def _refused(recipe, recipe_corpus, output, strategy):
     """One step with an op XLA cannot compile (a Python function) in the model: the error, or
     None when the step ran (a step that was not compiled)."""
     import tensorflow as tf
@@ -105,7 +108,7 @@ def _refused(recipe, corpus, output, strategy):
 
     LanguageModel.top_layer = with_python
     try:
-        training.train(recipe, corpus, output, strategy=strategy, steps=1, seed=0, verbose=0,
+        training.train(recipe, recipe_corpus, output, strategy=strategy, steps=1, seed=0, verbose=0,
                        xla=RUNS[os.path.basename(output).split("-", 1)[1]][1])
         return {"error": None}
     except Exception as error:  # noqa: BLE001 - the error is the result

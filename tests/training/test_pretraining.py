@@ -39,6 +39,12 @@ def trained(tmp_path_factory, corpus):
     return output, results
 
 
+@pytest.fixture(scope="module")
+def evaluated(trained, corpus):
+    """`evaluate` of the trained run on its held-out sentences."""
+    return training.evaluate(trained[0], corpus["heldout"])
+
+
 def test_training_lowers_the_held_out_perplexity(trained, corpus):
     output, results = trained
     vocabulary = Vocabulary.load(f"{output}/vocab.txt")
@@ -63,14 +69,14 @@ def test_training_lowers_the_held_out_perplexity(trained, corpus):
         tokens_per_step / speed["steady_seconds_per_step"], rel=1e-3)
 
 
-def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(trained, corpus):
+def test_the_loss_is_the_cross_entropy_whose_exponential_is_the_perplexity(trained,
+                                                                            evaluated):
     """`val_loss`, `evaluate`'s `loss` and the training `loss` weigh each batch by its tokens:
     on held-out sentence batches of every length (padded, a short last batch) exp(loss) is the
     perplexity beside it. Weighed by rows, as Keras's steps weigh them, they were 0.33 nats
     apart on a run of the built-in corpus."""
-    output, results = trained
-    for logs in (results["validation"], results["train"],  # full softmax, no dropout
-                 training.evaluate(output, corpus["heldout"])):
+    _, results = trained
+    for logs in (results["validation"], results["train"], evaluated):  # full softmax, no dropout
         assert np.exp(logs["loss"]) == pytest.approx(logs["perplexity"], rel=1e-5), logs
 
 
@@ -259,9 +265,8 @@ def test_outputs_are_the_released_layout_and_reload_identically(trained):
         np.testing.assert_array_equal(released.embed(ids)[key], lm.backbone.embed(ids)[key])
 
 
-def test_evaluate_reports_the_full_softmax_perplexities(trained, corpus):
-    output, results = trained
-    evaluated = training.evaluate(output, corpus["heldout"])
+def test_evaluate_reports_the_full_softmax_perplexities(trained, evaluated):
+    _, results = trained
     for key in ("forward_perplexity", "backward_perplexity", "perplexity"):
         np.testing.assert_allclose(evaluated[key], results["validation"][key], rtol=1e-4)
     assert evaluated["average_perplexity"] == pytest.approx(

@@ -302,7 +302,11 @@ def _traced_ops(model, inputs):
 def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
     """Exports the three task models (`on_the_gpu_path()`: a context in which Keras traces
     its GPU code path), serves the exports in a process without elmo-tf, tensorflow-text or a
-    GPU, and compares with the in-memory models."""
+    GPU, and compares with the in-memory models. The classifier carries Adam's slots, as a
+    fine-tuned model does: its export holds the model's variables and none of the
+    optimizer's (serving reads none)."""
+    import os
+
     from elmo_tf.export import export_task_model
     from elmo_tf.keras_compat import sublayers
 
@@ -317,12 +321,20 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
     requests = {"classifier": {"text": ["a good film", "bad"]},
                 "regressor": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]},
                 "tagger": {"tokens": ["a b c", "d"]}}
+    classifier = models["classifier"]
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-3), loss=classifier.task_loss())
+    classifier.optimizer.build(classifier.trainable_variables)
+    assert len(classifier.optimizer.variables) > len(classifier.trainable_variables)
     with on_the_gpu_path():
         # Traced here, the in-memory model does take cuDNN; the export must not.
-        features = models["classifier"].preprocessor(tf.constant(["a b"]))
-        assert "CudnnRNNV3" in _traced_ops(models["classifier"], features)
+        features = classifier.preprocessor(tf.constant(["a b"]))
+        assert "CudnnRNNV3" in _traced_ops(classifier, features)
         for name, model in models.items():
             assert export_task_model(model, tmp_path / name).endswith("1")
+    saved = [name for name, _ in tf.train.list_variables(os.path.join(
+        tmp_path, "classifier", "1", "variables", "variables")) if name.endswith("VARIABLE_VALUE")]
+    assert len(saved) == len(classifier.variables)
+    assert not [name for name in saved if "optimizer" in name]
     lstms = [l for m in models.values() for l in sublayers(m) if hasattr(l, "use_cudnn")]
     assert len(lstms) == 6 and all(l.use_cudnn == "auto" for l in lstms)  # training keeps cuDNN
     done = subprocesses.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
@@ -340,24 +352,6 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
     tags = _run(models["tagger"], tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
     names = ["O", "B-X", "I-X"]
     assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
-
-
-def test_a_task_export_holds_the_model_variables_and_no_optimizer_state(tmp_path):
-    """A fine-tuned model carries Adam's two slots per trained weight: serving reads none."""
-    import os
-
-    from elmo_tf.export import export_task_model
-
-    model = TextClassifier(_embedding(), labels=["neg", "pos"], encoder_units=4,
-                           word_embedding_dim=3)
-    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss=model.task_loss())
-    model.optimizer.build(model.trainable_variables)
-    assert len(model.optimizer.variables) > len(model.trainable_variables)
-    version = export_task_model(model, tmp_path / "classifier")
-    saved = [name for name, _ in tf.train.list_variables(
-        os.path.join(version, "variables", "variables")) if name.endswith("VARIABLE_VALUE")]
-    assert len(saved) == len(model.variables)
-    assert not [name for name in saved if "optimizer" in name]
 
 
 def test_task_savedmodels_exported_on_the_gpu_path_serve_raw_text_on_a_cpu(tmp_path,

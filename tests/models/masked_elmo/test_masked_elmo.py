@@ -416,14 +416,14 @@ def test_the_softmax_scores_the_selected_positions_only_to_the_same_loss(corpus,
     assert loss == pytest.approx(expected, rel=1e-5)
 
 
-@pytest.mark.parametrize("training", [True, False])
-def test_compiled_with_xla_the_selected_rows_give_the_same_loss_and_gradients(corpus, training):
+def test_compiled_with_xla_the_selected_rows_give_the_same_loss_and_gradients(corpus):
     """Under XLA (static shapes) the selected rows are sorted first and scored in as many of
     `LEADING_ROW_CHUNKS` equal chunks as they fill, not every position: compiled, the loss
     (training's sampled softmax, and evaluation's full one) and every gradient are those of
     the uncompiled model, which gathers the selected rows. (That fewer rows are scored is
     checked by `test_the_softmax_scores_the_selected_positions_only_to_the_same_loss` and
-    `map_leading_rows`'s tests; this one checks the sums.)"""
+    `map_leading_rows`'s tests; this one checks the sums.) Both losses in one compiled
+    program: one model, one compilation."""
     sentences, vocabulary = corpus
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=16,
                                     next_token_weight=0.5)
@@ -432,19 +432,26 @@ def test_compiled_with_xla_the_selected_rows_give_the_same_loss_and_gradients(co
     seed = tf.constant([5, 6])
     model.softmax.draw_seed = lambda: seed
 
-    def loss_and_gradients():
-        with tf.GradientTape() as tape:
-            loss = model.compute_loss(y=y, y_pred=model(x, training=False), training=training)
-        return loss, tape.gradient(loss, model.trainable_variables)
+    def losses_and_gradients():
+        results = []
+        for training in (True, False):
+            with tf.GradientTape() as tape:
+                loss = model.compute_loss(y=y, y_pred=model(x, training=False),
+                                          training=training)
+            results.append((loss, tape.gradient(loss, model.trainable_variables)))
+        return results
 
-    loss, gradients = loss_and_gradients()
+    expected = losses_and_gradients()
     model.xla = True
-    compiled_loss, compiled_gradients = tf.function(loss_and_gradients, jit_compile=True)()
-    assert float(compiled_loss) == pytest.approx(float(loss), rel=1e-5)
-    for variable, expected, got in zip(model.trainable_variables, gradients,
+    compiled = tf.function(losses_and_gradients, jit_compile=True)()
+    for training, (loss, gradients), (compiled_loss, compiled_gradients) in zip(
+            (True, False), expected, compiled):
+        assert float(compiled_loss) == pytest.approx(float(loss), rel=1e-5), training
+        for variable, want, got in zip(model.trainable_variables, gradients,
                                        compiled_gradients):
-        np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(expected),
-                                   rtol=1e-4, atol=1e-6, err_msg=variable.path)
+            np.testing.assert_allclose(tf.convert_to_tensor(got), tf.convert_to_tensor(want),
+                                       rtol=1e-4, atol=1e-6,
+                                       err_msg=f"training={training}: {variable.path}")
 
 
 def test_the_next_token_loss_trains_in_fit_and_evaluates_on_masked_batches(corpus):
