@@ -2,7 +2,7 @@
 with `MirroredStrategy` over logical CPU devices, in one process.
 
     python -m tests.training.strategy_runs CORPUS_GLOB OUTPUT_BASE STEPS \
-        RECIPE.json:RUN,RUN...[:ITS_CORPUS_GLOB] ...
+        RECIPE.json:RUN,RUN...[@ITS_CORPUS_GLOB] ...
 
 The logical devices must be configured before TensorFlow starts, so `make_strategy` is the first
 thing that touches TensorFlow. For each recipe (named by its file's stem) it trains the runs
@@ -40,8 +40,9 @@ def main(corpus, base, steps, *recipes_and_runs):
 
     results = {}
     for argument in recipes_and_runs:
-        recipe_file, runs, *own = argument.split(":")
-        recipe_corpus = own[0] if own else corpus
+        recipe_and_runs, _, own = argument.partition("@")
+        recipe_file, runs = recipe_and_runs.rsplit(":", 1)
+        recipe_corpus = own or corpus
         recipe = Recipe.from_file(recipe_file)
         stem = os.path.splitext(os.path.basename(recipe_file))[0]
         for name in runs.split(","):
@@ -49,11 +50,13 @@ def main(corpus, base, steps, *recipes_and_runs):
             strategy = mirrored if on_mirrored else None
             output = os.path.join(base, f"{stem}-{name}")
             if name.endswith("-resumed"):  # half, then the rest with the setting left out
-                training.train(recipe, recipe_corpus, output, strategy=strategy, steps=int(steps) // 2,
-                               seed=0, checkpoint_every=2, verbose=0, xla=xla)
+                training.train(recipe, recipe_corpus, output, strategy=strategy,
+                               steps=int(steps) // 2, seed=0, checkpoint_every=2, verbose=0,
+                               xla=xla)
                 xla = None
             if name.endswith("-refuses"):
-                results.setdefault(stem, {})[name] = _refused(recipe, recipe_corpus, output, strategy)
+                results.setdefault(stem, {})[name] = _refused(recipe, recipe_corpus, output,
+                                                              strategy)
                 continue
             result = training.train(recipe, recipe_corpus, output, strategy=strategy,
                                     steps=int(steps), seed=0, checkpoint_every=2, verbose=0,
