@@ -95,7 +95,7 @@ def exported_trainable(mirrored, base):
             "variables": len(loaded.variables)}
 
 
-def _refused(recipe, recipe_corpus, output, strategy):
+def _refused(recipe, corpus, output, strategy):
     """One step with an op XLA cannot compile (a Python function) in the model: the error, or
     None when the step ran (a step that was not compiled)."""
     import tensorflow as tf
@@ -111,7 +111,7 @@ def _refused(recipe, recipe_corpus, output, strategy):
 
     LanguageModel.top_layer = with_python
     try:
-        training.train(recipe, recipe_corpus, output, strategy=strategy, steps=1, seed=0, verbose=0,
+        training.train(recipe, corpus, output, strategy=strategy, steps=1, seed=0, verbose=0,
                        xla=RUNS[os.path.basename(output).split("-", 1)[1]][1])
         return {"error": None}
     except Exception as error:  # noqa: BLE001 - the error is the result
