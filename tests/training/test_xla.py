@@ -182,10 +182,11 @@ def test_a_second_process_finds_the_compiled_program(tmp_path):
               "f = tf.function(lambda x: tf.reduce_sum(tf.sin(x) * 2.0), jit_compile=True)\n"
               "print(float(f(tf.ones([7]))))\n")
 
+    home = tmp_path / "home"
+    home.mkdir()
+
     def run(cache):
         # Its own home, cache home and working directory: whatever it writes stays here.
-        home = tmp_path / "home"
-        home.mkdir(exist_ok=True)
         env = xla_cache.child_environment(cache, dict(
             os.environ, **CPU_ONLY_ENV, TF_CPP_MIN_LOG_LEVEL="3", HOME=str(home),
             XDG_CACHE_HOME=str(home / "cache")))
@@ -199,7 +200,6 @@ def test_a_second_process_finds_the_compiled_program(tmp_path):
         return sorted(str(p.relative_to(root)) for p in root.rglob("*")
                       if p.is_file() and ".keras" not in p.parts)
 
-    home = tmp_path / "home"
     first = run("off")
     assert entries(home) == []
     assert run("") == first  # the default: under the cache home
