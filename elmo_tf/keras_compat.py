@@ -17,6 +17,7 @@ from keras.src.losses.loss import unscale_loss_for_distribution
 from keras.src.saving import saving_lib
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.eager import context
+from tensorflow.python.eager import record
 from tensorflow.python.framework import kernels
 from tensorflow.python.ops import control_flow_util
 
@@ -416,6 +417,16 @@ def in_xla_compilation():
     public way to ask while tracing (no upstream issue found)."""
     return (not tf.executing_eagerly()
             and control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph()))
+
+
+def gradients_may_be_taken():
+    """Whether a `tf.GradientTape` is recording what runs or is traced here (Keras's training
+    step has one; `predict`, `embed` and serving do not).
+
+    Private: `tensorflow.python.eager.record.could_possibly_record`; there is no public way to
+    ask (no upstream issue found). Used only to choose the cheaper of two equally correct
+    paths: without a tape, the LSTM loop keeps nothing for a backward pass."""
+    return record.could_possibly_record()
 
 
 def eager_device_scope():

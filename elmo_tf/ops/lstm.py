@@ -6,7 +6,7 @@ gradients included.
 
 import tensorflow as tf
 
-from elmo_tf.keras_compat import in_xla_compilation
+from elmo_tf.keras_compat import gradients_may_be_taken, in_xla_compilation
 
 
 def zero_state(batch, projection_dim, units):
@@ -33,6 +33,13 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
     The input matmul `x_t @ W_x + B` is hoisted out of the per-step work: it runs once per chunk
     of about `gate_rows // batch` steps (at least one), for all of them at once.
 
+    Its gradient is written out (`_backward`), not derived by TensorFlow from the loop: one
+    reverse loop with two matmuls per step and direction, the weights' gradients each one
+    matmul over every step after it. That is the same arithmetic as TensorFlow's gradient of
+    the loop (tested against it and against finite differences), with a third of the graph to
+    trace and optimise and no per-step accumulation of the weights' gradients. Where no
+    `tf.GradientTape` records (inference), the loop runs alone and keeps nothing for it.
+
     Args:
         inputs: per direction, `[time, batch, in]` in the matmul dtype, in reading order.
         input_kernels, biases, recurrent_kernels, projection_kernels: per direction, `[in, 4C]`,
@@ -43,19 +50,89 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         cell_clip, proj_clip: Python floats or None.
         gate_rows: the most rows (steps x batch) of gate inputs one matmul computes; None: all
             steps at once, with no branch in the loop. Ignored (None) when XLA compiles the
-            loop: its gradient of the branch that computes a chunk's gates inside the loop is
+            loop: its gradient of the branch that computes a chunk's gates inside the loop was
             wrong (the input kernels' and the inputs', off by as much as their size, where
-            the plain graph's matches finite differences; tested), and the gradient without
-            the branch is right. (Compiled on a CPU, the gates of every step are then kept at
-            once: 4C floats per token and direction.)
+            the plain graph's matched finite differences), and a branch is a read of its
+            predicate back to the host on a GPU. (Compiled on a CPU, the gates of every step
+            are then kept at once: 4C floats per token and direction.)
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,
         float32 `[batch, P]` and `[batch, C]`.
     """
-    dtype = inputs[0].dtype
     if in_xla_compilation():
         gate_rows = None
+    directions = len(inputs)
+    cell = _Cell(cell_clip, proj_clip, inputs[0].dtype)
+    if not gradients_may_be_taken():
+        loop = _forward(cell, inputs, input_kernels, biases, recurrent_kernels,
+                        projection_kernels, lengths, initial_h, initial_c, gate_rows)
+        return loop["outputs"], loop["final_h"], loop["final_c"]
+    projected = [k is not None for k in projection_kernels]
+
+    @tf.custom_gradient
+    def differentiable(*flat):
+        xs, wxs, bs, wrs = (list(flat[i * directions:(i + 1) * directions]) for i in range(4))
+        rest = list(flat[4 * directions:])
+        wps = [rest.pop(0) if p else None for p in projected]
+        h0s, c0s = rest[:directions], rest[directions:2 * directions]
+        length = rest[-1]
+        loop = _forward(cell, xs, wxs, bs, wrs, wps, length, h0s, c0s, gate_rows,
+                        keep_cells=True)
+
+        def gradient(*upstream):
+            d_out, d_h, d_c = (upstream[i * directions:(i + 1) * directions] for i in range(3))
+            grads = [_backward(cell, loop, d, xs[d], wxs[d], bs[d], wrs[d], wps[d], length,
+                               h0s[d], c0s[d], d_out[d], d_h[d], d_c[d])
+                     for d in range(directions)]
+            per = lambda key: [g[key] for g in grads]
+            return (per("x") + per("input_kernel") + per("bias") + per("recurrent_kernel")
+                    + [g["projection_kernel"] for g, p in zip(grads, projected) if p]
+                    + per("h0") + per("c0") + [None])
+
+        return loop["outputs"] + loop["final_h"] + loop["final_c"], gradient
+
+    result = differentiable(*inputs, *input_kernels, *biases, *recurrent_kernels,
+                            *[k for k in projection_kernels if k is not None],
+                            *initial_h, *initial_c, lengths)
+    return (list(result[:directions]), list(result[directions:2 * directions]),
+            list(result[2 * directions:]))
+
+
+class _Cell:
+    """One step of the projected LSTM cell, shared by the loop and its gradient."""
+
+    def __init__(self, cell_clip, proj_clip, dtype):
+        self.cell_clip, self.proj_clip, self.dtype = cell_clip, proj_clip, dtype
+
+    def matmul(self, a, b, transpose_b=False):
+        """float32 `a` times `b` in the matmul dtype, back in float32."""
+        return tf.cast(tf.matmul(tf.cast(a, self.dtype), b, transpose_b=transpose_b),
+                       tf.float32)
+
+    def gates(self, g, h, recurrent_kernel):
+        """(sigmoid(i), tanh(j), sigmoid(f + 1), sigmoid(o)) of gate inputs `g` and state `h`."""
+        z = tf.cast(g, tf.float32) + self.matmul(h, recurrent_kernel)
+        i, j, f, o = tf.split(z, 4, axis=1)
+        return tf.sigmoid(i), tf.tanh(j), tf.sigmoid(f + 1.0), tf.sigmoid(o)
+
+    def clipped(self, value, clip):
+        return value if clip is None else tf.clip_by_value(value, -clip, clip)
+
+    @staticmethod
+    def within(value, clip):
+        """Where the gradient of `clip_by_value(value, -clip, clip)` passes (bounds included)."""
+        return tf.logical_and(value >= -clip, value <= clip)
+
+
+def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
+             lengths, initial_h, initial_c, gate_rows, keep_cells=False):
+    """The loop. Returns a dict: `outputs`, `final_h`, `final_c` (as `exact_recurrence`), and
+    what the gradient reads: `raw` (per direction, `[steps, batch, P]`, every step's h in the
+    matmul dtype, before the outputs are masked), `cells` (per direction, float32
+    `[steps, batch, C]`, the c each step leaves; with `keep_cells`), `valid`, `steps`,
+    `time`."""
+    dtype = cell.dtype
     time, batch = tf.shape(inputs[0])[0], tf.shape(inputs[0])[1]
     # With no time steps, one masked no-op step still runs, so that the outputs can be stacked
     # without a branch (XLA needs static shapes, and a branch's output shape is not).
@@ -79,50 +156,137 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         gates = tf.nn.bias_add(tf.matmul(x, kernel), biases[d])  # fuses into one oneDNN kernel
         return tf.reshape(gates, [steps, batch, tf.shape(kernel)[1]])
 
-    def step(t, gates, hs, cs, arrays):
+    def step(t, gates, hs, cs, arrays, kept):
         is_valid = valid[t]
         offset = t % steps_per_chunk
-        new_gates, new_hs, new_cs, new_arrays = [], [], [], []
+        new_gates, new_hs, new_cs, new_arrays, new_kept = [], [], [], [], []
         for d, (g, h, c, array) in enumerate(zip(gates, hs, cs, arrays)):
             if gate_rows is not None:
                 g = tf.cond(tf.logical_and(tf.equal(offset, 0), t > 0),
                             lambda d=d, g=g: chunk_gates(d, t, tf.shape(g)[0]), lambda g=g: g)
-            z = tf.cast(g[offset], tf.float32) + tf.cast(
-                tf.matmul(tf.cast(h, dtype), recurrent_kernels[d]), tf.float32)
-            i, j, f, o = tf.split(z, 4, axis=1)
-            c_t = tf.sigmoid(f + 1.0) * c + tf.sigmoid(i) * tf.tanh(j)
-            if cell_clip is not None:
-                c_t = tf.clip_by_value(c_t, -cell_clip, cell_clip)
-            h_t = tf.sigmoid(o) * tf.tanh(c_t)
+            i, j, f, o = cell.gates(g[offset], h, recurrent_kernels[d])
+            c_t = cell.clipped(f * c + i * j, cell.cell_clip)
+            h_t = o * tf.tanh(c_t)
             if projection_kernels[d] is not None:
-                h_t = tf.cast(tf.matmul(tf.cast(h_t, dtype), projection_kernels[d]), tf.float32)
-            if proj_clip is not None:
-                h_t = tf.clip_by_value(h_t, -proj_clip, proj_clip)
+                h_t = cell.matmul(h_t, projection_kernels[d])
+            h_t = cell.clipped(h_t, cell.proj_clip)
             # Past a row's length only c is frozen: that row's h and outputs are never used
             # (outputs are zeroed and final h is read from the last valid output, after the loop).
             new_gates.append(g)
             new_hs.append(h_t)
             new_cs.append(tf.where(is_valid, c_t, c))
             new_arrays.append(array.write(t, tf.cast(h_t, dtype)))
-        return t + 1, new_gates, new_hs, new_cs, new_arrays
+            if keep_cells:
+                new_kept.append(kept[d].write(t, new_cs[-1]))
+        return t + 1, new_gates, new_hs, new_cs, new_arrays, new_kept
 
-    gates = [chunk_gates(d, 0, steps_per_chunk) for d in range(len(inputs))]
+    n = len(inputs)
+    gates = [chunk_gates(d, 0, steps_per_chunk) for d in range(n)]
     arrays = [tf.TensorArray(dtype, size=steps, element_shape=h.shape) for h in initial_h]
-    loop_vars = (tf.constant(0), gates, list(initial_h), list(initial_c), arrays)
+    kept = ([tf.TensorArray(tf.float32, size=steps, element_shape=c.shape) for c in initial_c]
+            if keep_cells else [])
+    loop_vars = (tf.constant(0), gates, list(initial_h), list(initial_c), arrays, kept)
     any_shape = lambda rank: tf.TensorShape([None] * rank)
-    invariants = (tf.TensorShape([]), [any_shape(3)] * len(inputs), [any_shape(2)] * len(inputs),
-                  [any_shape(2)] * len(inputs), [tf.TensorShape(None)] * len(inputs))
-    _, _, _, final_c, arrays = tf.while_loop(
+    invariants = (tf.TensorShape([]), [any_shape(3)] * n, [any_shape(2)] * n,
+                  [any_shape(2)] * n, [tf.TensorShape(None)] * n,
+                  [tf.TensorShape(None)] * len(kept))
+    _, _, _, final_c, arrays, kept = tf.while_loop(
         lambda t, *_: t < steps, step, loop_vars, shape_invariants=invariants,
         parallel_iterations=1, maximum_iterations=steps)  # a bound XLA's gradient needs
-    outputs = [array.stack() for array in arrays]  # [steps, batch, P]
+    raw = [array.stack() for array in arrays]  # [steps, batch, P]
     last = tf.maximum(lengths - 1, 0)
     final_h = [tf.where(lengths[:, None] > 0,
                         tf.cast(tf.gather(tf.transpose(o, [1, 0, 2]), last, batch_dims=1),
                                 tf.float32), h0)
-               for o, h0 in zip(outputs, initial_h)]
-    outputs = [tf.where(valid, o, tf.zeros((), dtype))[:time] for o in outputs]
-    return outputs, final_h, final_c
+               for o, h0 in zip(raw, initial_h)]
+    outputs = [tf.where(valid, o, tf.zeros((), dtype))[:time] for o in raw]
+    return {"outputs": outputs, "final_h": final_h, "final_c": list(final_c), "raw": raw,
+            "cells": [array.stack() for array in kept], "valid": valid, "steps": steps,
+            "time": time}
+
+
+def _backward(cell, loop, d, x, input_kernel, bias, recurrent_kernel, projection_kernel,
+              lengths, h0, c0, d_outputs, d_final_h, d_final_c):
+    """The gradients of direction `d`'s outputs, final h and final c (`d_*`, None where
+    nothing flows) with respect to its inputs, weights and initial state: `_forward`'s
+    arithmetic run backwards, step by step, each step's gates recomputed from the h and c the
+    loop kept. Returns a dict keyed by argument name."""
+    dtype = cell.dtype
+    raw, cells, valid, steps, time = (loop["raw"][d], loop["cells"][d], loop["valid"],
+                                      loop["steps"], loop["time"])
+    batch, width = tf.shape(h0)[0], tf.shape(h0)[1]
+    x = tf.pad(x, [[0, steps - time], [0, 0], [0, 0]])
+    in_dim = tf.shape(x)[2]
+    # What reaches each step's h from outside the loop: its output where valid, and final h
+    # at a row's last step.
+    d_raw = tf.zeros([steps, batch, width], dtype)
+    if d_outputs is not None:
+        d_raw += tf.where(valid, tf.pad(d_outputs, [[0, steps - time], [0, 0], [0, 0]]),
+                          tf.zeros((), dtype))
+    d_h0 = tf.zeros_like(h0)
+    if d_final_h is not None:
+        has_steps = lengths[:, None] > 0
+        at_last = tf.equal(tf.range(steps)[:, None], tf.maximum(lengths - 1, 0)[None, :])
+        d_raw += tf.where(tf.logical_and(at_last[:, :, None], has_steps[None]),
+                          tf.cast(d_final_h, dtype)[None], tf.zeros((), dtype))
+        d_h0 = tf.where(has_steps, tf.zeros((), tf.float32), d_final_h)
+    # Each step's gate inputs, h and c before it.
+    gates = tf.reshape(tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, in_dim]), input_kernel), bias),
+                       [steps, batch, -1])
+    h_before = tf.concat([tf.cast(h0, dtype)[None], raw[:-1]], 0)
+    c_before = tf.concat([c0[None], cells[:-1]], 0)
+
+    def step(k, dh, dc, d_gates, d_projected, projected_from):
+        t = steps - 1 - k  # the step whose gradient this iteration computes
+        is_valid = valid[t]
+        c_prev = c_before[t]
+        i, j, f, o = cell.gates(gates[t], h_before[t], recurrent_kernel)
+        c_raw = f * c_prev + i * j
+        tanh_c = tf.tanh(cell.clipped(c_raw, cell.cell_clip))
+        h_raw = o * tanh_c
+        dh = dh + tf.cast(d_raw[t], tf.float32)
+        if cell.proj_clip is not None:
+            h_out = h_raw if projection_kernel is None else cell.matmul(h_raw, projection_kernel)
+            dh = tf.where(cell.within(h_out, cell.proj_clip), dh, 0.0)
+        if projection_kernel is not None:
+            d_projected = d_projected.write(t, tf.cast(dh, dtype))
+            projected_from = projected_from.write(t, tf.cast(h_raw, dtype))
+            dh = cell.matmul(dh, projection_kernel, transpose_b=True)
+        d_c = tf.where(is_valid, dc, 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
+        if cell.cell_clip is not None:
+            d_c = tf.where(cell.within(c_raw, cell.cell_clip), d_c, 0.0)
+        d_z = tf.concat([d_c * j * i * (1.0 - i), d_c * i * (1.0 - j * j),
+                         d_c * c_prev * f * (1.0 - f), dh * tanh_c * o * (1.0 - o)], axis=1)
+        d_z = tf.cast(d_z, dtype)
+        dh = tf.cast(tf.matmul(d_z, recurrent_kernel, transpose_b=True), tf.float32)
+        dc = d_c * f + tf.where(is_valid, 0.0, dc)
+        return k + 1, dh, dc, d_gates.write(t, d_z), d_projected, projected_from
+
+    arrays = lambda dtype_, size: tf.TensorArray(dtype_, size=size)
+    with_projection = projection_kernel is not None
+    loop_vars = (tf.constant(0), tf.zeros_like(h0),
+                 tf.zeros_like(c0) if d_final_c is None else d_final_c,
+                 arrays(dtype, steps), arrays(dtype, steps if with_projection else 0),
+                 arrays(dtype, steps if with_projection else 0))
+    _, dh, dc, d_gates, d_projected, projected_from = tf.while_loop(
+        lambda t, *_: t < steps, step, loop_vars, parallel_iterations=1,
+        maximum_iterations=steps)
+    d_gates = tf.reshape(d_gates.stack(), [steps * batch, -1])
+    flat = lambda tensor: tf.reshape(tensor, [steps * batch, -1])
+    grads = {
+        "x": tf.reshape(tf.matmul(d_gates, input_kernel, transpose_b=True),
+                        [steps, batch, in_dim])[:time],
+        "input_kernel": tf.matmul(flat(x), d_gates, transpose_a=True),
+        "bias": tf.reduce_sum(d_gates, axis=0),
+        "recurrent_kernel": tf.matmul(flat(h_before), d_gates, transpose_a=True),
+        "projection_kernel": None,
+        "h0": dh + d_h0,
+        "c0": dc,
+    }
+    if with_projection:
+        grads["projection_kernel"] = tf.matmul(flat(projected_from.stack()),
+                                               flat(d_projected.stack()), transpose_a=True)
+    return grads
 
 
 def reverse_valid_steps(time_major, lengths):

@@ -3,6 +3,7 @@ import pytest
 import tensorflow as tf
 
 from elmo_tf.layers import ProjectedLSTM
+from elmo_tf.ops import lstm
 from elmo_tf.ops.lstm import exact_recurrence
 from tests import reference
 from tests.conftest import assert_serializable
@@ -259,6 +260,77 @@ def test_two_directions_in_chunks_differentiate_under_xla_as_without_it():
         compiled = tf.function(gradients, jit_compile=True)(x, lengths)
         for a, b in zip(compiled, plain):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5, err_msg=f"time {time}")
+
+
+@pytest.mark.parametrize("dtype, time, gate_rows, jit", [
+    ("float32", 7, 4, False), ("float32", 7, None, True), ("float32", 0, None, False),
+    ("bfloat16", 7, 4, False)])
+def test_the_written_out_gradient_is_tensorflows_gradient_of_the_loop(dtype, time, gate_rows,
+                                                                      jit):
+    """`exact_recurrence`'s gradient (`_backward`, a loop of its own) against TensorFlow's
+    gradient of the forward loop itself (`_forward` differentiated by the tape): two
+    directions in one loop, with and without projection, both clips firing, rows of every
+    length (0 included), initial states, and gradients flowing in through the outputs, final
+    h and final c; in float32 and in bfloat16 matmuls, with the gates in chunks, compiled."""
+    rng = np.random.default_rng(31)
+    dtype = tf.as_dtype(dtype)
+    batch, directions, projected = 5, 2, (True, False)
+    cast = lambda a: tf.constant(a.astype(np.float32) * 0.6, dtype)
+    widths = [P if p else C for p in projected]
+    xs = [cast(rng.standard_normal((time, batch, IN))) for _ in range(directions)]
+    kernels = [cast(rng.standard_normal((IN, 4 * C))) for _ in range(directions)]
+    biases = [cast(rng.standard_normal(4 * C)) for _ in range(directions)]
+    recurrent = [cast(rng.standard_normal((w, 4 * C))) for w in widths]
+    projection = [cast(rng.standard_normal((C, P))) if p else None for p in projected]
+    lengths = tf.constant(np.minimum([time, 0, 3, time, 1], time), tf.int32)
+    h0 = [tf.constant(rng.standard_normal((batch, w)), tf.float32) for w in widths]
+    c0 = [tf.constant(rng.standard_normal((batch, C)), tf.float32) for _ in range(directions)]
+    sources = xs + kernels + biases + recurrent + [k for k in projection if k is not None] + h0 + c0
+    weights = [tf.constant(rng.standard_normal((time, batch, w)), tf.float32) for w in widths]
+
+    def gradients(run):
+        with tf.GradientTape() as tape:
+            tape.watch(sources)
+            outputs, final_h, final_c = run()
+            loss = sum(tf.reduce_sum(tf.cast(o, tf.float32) * w) for o, w in zip(outputs, weights))
+            loss += sum(tf.reduce_sum(h * 0.7) + tf.reduce_sum(c ** 2)
+                        for h, c in zip(final_h, final_c))
+        return tape.gradient(loss, sources)
+
+    cell = lstm._Cell(0.8, 0.5, dtype)
+    args = (xs, kernels, biases, recurrent, projection, lengths, h0, c0)
+    tensorflows = tf.function(lambda: gradients(lambda: (lambda loop: (
+        loop["outputs"], loop["final_h"], loop["final_c"]))(lstm._forward(cell, *args, gate_rows))))
+    written_out = tf.function(lambda: gradients(lambda: exact_recurrence(
+        *args, 0.8, 0.5, gate_rows=gate_rows)), jit_compile=jit)
+    tolerance = 1e-5 if dtype == tf.float32 else 2e-2
+    for expected, got in zip(tensorflows(), written_out()):
+        scale = max(1.0, float(tf.reduce_max(tf.abs(tf.cast(expected, tf.float32)))))
+        np.testing.assert_allclose(tf.cast(got, tf.float32), tf.cast(expected, tf.float32),
+                                   atol=tolerance * scale, rtol=tolerance)
+
+
+def test_the_loop_keeps_nothing_for_a_gradient_where_no_tape_records():
+    """Inference (no tape) runs the loop alone: no second loop, no gradient's state kept."""
+    layer = _layer()
+    x = tf.zeros([3, 2, IN])
+
+    def run():
+        return exact_recurrence([x], [layer.input_kernel.value], [layer.bias.value],
+                                [layer.recurrent_kernel.value], [layer.projection_kernel.value],
+                                tf.constant([3, 1]), [tf.zeros([2, P])], [tf.zeros([2, C])],
+                                0.8, 0.5)
+
+    def loops(graph):
+        return sum(op.type in ("While", "StatelessWhile") for op in graph.get_operations())
+
+    def with_a_tape():
+        with tf.GradientTape():
+            return run()
+
+    assert loops(tf.function(run).get_concrete_function().graph) == 1
+    graph = tf.function(with_a_tape).get_concrete_function().graph
+    assert loops(graph) == 1 and "IdentityN" in {op.type for op in graph.get_operations()}
 
 
 def _op_types(graph):
