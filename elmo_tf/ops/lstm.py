@@ -82,9 +82,8 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
 
         def gradient(*upstream):
             d_out, d_h, d_c = (upstream[i * directions:(i + 1) * directions] for i in range(3))
-            grads = [_backward(cell, loop, d, xs[d], wxs[d], bs[d], wrs[d], wps[d], length,
-                               h0s[d], c0s[d], d_out[d], d_h[d], d_c[d])
-                     for d in range(directions)]
+            grads = _backward(cell, loop, xs, wxs, bs, wrs, wps, length, h0s, c0s, d_out, d_h,
+                              d_c)
             per = lambda key: [g[key] for g in grads]
             return (per("x") + per("input_kernel") + per("bias") + per("recurrent_kernel")
                     + [g["projection_kernel"] for g, p in zip(grads, projected) if p]
@@ -205,87 +204,98 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
             "time": time}
 
 
-def _backward(cell, loop, d, x, input_kernel, bias, recurrent_kernel, projection_kernel,
-              lengths, h0, c0, d_outputs, d_final_h, d_final_c):
-    """The gradients of direction `d`'s outputs, final h and final c (`d_*`, None where
-    nothing flows) with respect to its inputs, weights and initial state: `_forward`'s
-    arithmetic run backwards, step by step, each step's gates recomputed from the h and c the
-    loop kept. Returns a dict keyed by argument name."""
+def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
+              lengths, initial_h, initial_c, d_outputs, d_final_h, d_final_c):
+    """The gradients of every direction's outputs, final h and final c (`d_*`, per direction,
+    None where nothing flows) with respect to its inputs, weights and initial state:
+    `_forward`'s arithmetic run backwards in one loop for all directions, each step's gates
+    recomputed from the h and c the forward loop kept. Returns one dict per direction, keyed
+    by argument name."""
     dtype = cell.dtype
-    raw, cells, valid, steps, time = (loop["raw"][d], loop["cells"][d], loop["valid"],
-                                      loop["steps"], loop["time"])
-    batch, width = tf.shape(h0)[0], tf.shape(h0)[1]
-    x = tf.pad(x, [[0, steps - time], [0, 0], [0, 0]])
-    in_dim = tf.shape(x)[2]
-    # What reaches each step's h from outside the loop: its output where valid, and final h
-    # at a row's last step.
-    d_raw = tf.zeros([steps, batch, width], dtype)
-    if d_outputs is not None:
-        d_raw += tf.where(valid, tf.pad(d_outputs, [[0, steps - time], [0, 0], [0, 0]]),
-                          tf.zeros((), dtype))
-    d_h0 = tf.zeros_like(h0)
-    if d_final_h is not None:
-        has_steps = lengths[:, None] > 0
-        at_last = tf.equal(tf.range(steps)[:, None], tf.maximum(lengths - 1, 0)[None, :])
-        d_raw += tf.where(tf.logical_and(at_last[:, :, None], has_steps[None]),
-                          tf.cast(d_final_h, dtype)[None], tf.zeros((), dtype))
-        d_h0 = tf.where(has_steps, tf.zeros((), tf.float32), d_final_h)
-    # Each step's gate inputs, h and c before it.
-    gates = tf.reshape(tf.nn.bias_add(tf.matmul(tf.reshape(x, [-1, in_dim]), input_kernel), bias),
-                       [steps, batch, -1])
-    h_before = tf.concat([tf.cast(h0, dtype)[None], raw[:-1]], 0)
-    c_before = tf.concat([c0[None], cells[:-1]], 0)
+    valid, steps, time = loop["valid"], loop["steps"], loop["time"]
+    batch = tf.shape(initial_h[0])[0]
+    n = len(inputs)
+    xs = [tf.pad(x, [[0, steps - time], [0, 0], [0, 0]]) for x in inputs]
+    has_steps = lengths[:, None] > 0
+    at_last = tf.logical_and(
+        tf.equal(tf.range(steps)[:, None], tf.maximum(lengths - 1, 0)[None, :])[:, :, None],
+        has_steps[None])
+    d_raw, d_h0, gates, h_before, c_before = [], [], [], [], []
+    for d in range(n):
+        # What reaches each step's h from outside the loop: its output where valid, and final
+        # h at a row's last step.
+        width = tf.shape(initial_h[d])[1]
+        d_raw.append(tf.zeros([steps, batch, width], dtype))
+        if d_outputs[d] is not None:
+            d_raw[d] += tf.where(valid, tf.pad(d_outputs[d], [[0, steps - time], [0, 0], [0, 0]]),
+                                 tf.zeros((), dtype))
+        d_h0.append(tf.zeros_like(initial_h[d]))
+        if d_final_h[d] is not None:
+            d_raw[d] += tf.where(at_last, tf.cast(d_final_h[d], dtype)[None], tf.zeros((), dtype))
+            d_h0[d] = tf.where(has_steps, tf.zeros((), tf.float32), d_final_h[d])
+        # Each step's gate inputs, and the h and c before it.
+        gates.append(tf.reshape(
+            tf.nn.bias_add(tf.matmul(tf.reshape(xs[d], [steps * batch, -1]), input_kernels[d]),
+                           biases[d]), [steps, batch, -1]))
+        h_before.append(tf.concat([tf.cast(initial_h[d], dtype)[None], loop["raw"][d][:-1]], 0))
+        c_before.append(tf.concat([initial_c[d][None], loop["cells"][d][:-1]], 0))
 
-    def step(k, dh, dc, d_gates, d_projected, projected_from):
+    def step(k, dhs, dcs, d_gates, d_projected, projected_from):
         t = steps - 1 - k  # the step whose gradient this iteration computes
         is_valid = valid[t]
-        c_prev = c_before[t]
-        i, j, f, o = cell.gates(gates[t], h_before[t], recurrent_kernel)
-        c_raw = f * c_prev + i * j
-        tanh_c = tf.tanh(cell.clipped(c_raw, cell.cell_clip))
-        h_raw = o * tanh_c
-        dh = dh + tf.cast(d_raw[t], tf.float32)
-        if cell.proj_clip is not None:
-            h_out = h_raw if projection_kernel is None else cell.matmul(h_raw, projection_kernel)
-            dh = tf.where(cell.within(h_out, cell.proj_clip), dh, 0.0)
-        if projection_kernel is not None:
-            d_projected = d_projected.write(t, tf.cast(dh, dtype))
-            projected_from = projected_from.write(t, tf.cast(h_raw, dtype))
-            dh = cell.matmul(dh, projection_kernel, transpose_b=True)
-        d_c = tf.where(is_valid, dc, 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
-        if cell.cell_clip is not None:
-            d_c = tf.where(cell.within(c_raw, cell.cell_clip), d_c, 0.0)
-        d_z = tf.concat([d_c * j * i * (1.0 - i), d_c * i * (1.0 - j * j),
-                         d_c * c_prev * f * (1.0 - f), dh * tanh_c * o * (1.0 - o)], axis=1)
-        d_z = tf.cast(d_z, dtype)
-        dh = tf.cast(tf.matmul(d_z, recurrent_kernel, transpose_b=True), tf.float32)
-        dc = d_c * f + tf.where(is_valid, 0.0, dc)
-        return k + 1, dh, dc, d_gates.write(t, d_z), d_projected, projected_from
+        new = [], [], [], [], []
+        for d in range(n):
+            dh, dc, projection = dhs[d], dcs[d], projection_kernels[d]
+            c_prev = c_before[d][t]
+            i, j, f, o = cell.gates(gates[d][t], h_before[d][t], recurrent_kernels[d])
+            c_raw = f * c_prev + i * j
+            tanh_c = tf.tanh(cell.clipped(c_raw, cell.cell_clip))
+            h_raw = o * tanh_c
+            dh = dh + tf.cast(d_raw[d][t], tf.float32)
+            if cell.proj_clip is not None:
+                h_out = h_raw if projection is None else cell.matmul(h_raw, projection)
+                dh = tf.where(cell.within(h_out, cell.proj_clip), dh, 0.0)
+            projected = d_projected[d], projected_from[d]
+            if projection is not None:
+                projected = (projected[0].write(t, tf.cast(dh, dtype)),
+                             projected[1].write(t, tf.cast(h_raw, dtype)))
+                dh = cell.matmul(dh, projection, transpose_b=True)
+            d_c = tf.where(is_valid, dc, 0.0) + dh * o * (1.0 - tanh_c * tanh_c)
+            if cell.cell_clip is not None:
+                d_c = tf.where(cell.within(c_raw, cell.cell_clip), d_c, 0.0)
+            d_z = tf.cast(tf.concat([d_c * j * i * (1.0 - i), d_c * i * (1.0 - j * j),
+                                     d_c * c_prev * f * (1.0 - f), dh * tanh_c * o * (1.0 - o)],
+                                    axis=1), dtype)
+            for values, value in zip(new, (
+                    cell.matmul(d_z, recurrent_kernels[d], transpose_b=True),
+                    d_c * f + tf.where(is_valid, 0.0, dc), d_gates[d].write(t, d_z), *projected)):
+                values.append(value)
+        return (k + 1, *new)
 
-    arrays = lambda dtype_, size: tf.TensorArray(dtype_, size=size)
-    with_projection = projection_kernel is not None
-    loop_vars = (tf.constant(0), tf.zeros_like(h0),
-                 tf.zeros_like(c0) if d_final_c is None else d_final_c,
-                 arrays(dtype, steps), arrays(dtype, steps if with_projection else 0),
-                 arrays(dtype, steps if with_projection else 0))
-    _, dh, dc, d_gates, d_projected, projected_from = tf.while_loop(
-        lambda t, *_: t < steps, step, loop_vars, parallel_iterations=1,
+    sizes = [steps if k is not None else 0 for k in projection_kernels]
+    loop_vars = (tf.constant(0), [tf.zeros_like(h) for h in initial_h],
+                 [tf.zeros_like(c) if g is None else g for c, g in zip(initial_c, d_final_c)],
+                 [tf.TensorArray(dtype, size=steps) for _ in range(n)],
+                 [tf.TensorArray(dtype, size=size) for size in sizes],
+                 [tf.TensorArray(dtype, size=size) for size in sizes])
+    _, dhs, dcs, d_gates, d_projected, projected_from = tf.while_loop(
+        lambda k, *_: k < steps, step, loop_vars, parallel_iterations=1,
         maximum_iterations=steps)
-    d_gates = tf.reshape(d_gates.stack(), [steps * batch, -1])
     flat = lambda tensor: tf.reshape(tensor, [steps * batch, -1])
-    grads = {
-        "x": tf.reshape(tf.matmul(d_gates, input_kernel, transpose_b=True),
-                        [steps, batch, in_dim])[:time],
-        "input_kernel": tf.matmul(flat(x), d_gates, transpose_a=True),
-        "bias": tf.reduce_sum(d_gates, axis=0),
-        "recurrent_kernel": tf.matmul(flat(h_before), d_gates, transpose_a=True),
-        "projection_kernel": None,
-        "h0": dh + d_h0,
-        "c0": dc,
-    }
-    if with_projection:
-        grads["projection_kernel"] = tf.matmul(flat(projected_from.stack()),
-                                               flat(d_projected.stack()), transpose_a=True)
+    grads = []
+    for d in range(n):
+        d_gate = flat(d_gates[d].stack())
+        grads.append({
+            "x": tf.reshape(tf.matmul(d_gate, input_kernels[d], transpose_b=True),
+                            [steps, batch, -1])[:time],
+            "input_kernel": tf.matmul(flat(xs[d]), d_gate, transpose_a=True),
+            "bias": tf.reduce_sum(d_gate, axis=0),
+            "recurrent_kernel": tf.matmul(flat(h_before[d]), d_gate, transpose_a=True),
+            "projection_kernel": None if projection_kernels[d] is None else tf.matmul(
+                flat(projected_from[d].stack()), flat(d_projected[d].stack()), transpose_a=True),
+            "h0": dhs[d] + d_h0[d],
+            "c0": dcs[d],
+        })
     return grads
 
 
