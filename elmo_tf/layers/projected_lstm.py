@@ -25,6 +25,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from elmo_tf.keras_compat import gradients_may_be_taken
 from elmo_tf.layers.initializers import initializer
 from elmo_tf.ops.chunking import compute_device_type
 from elmo_tf.ops.lstm import (
@@ -196,7 +197,11 @@ def run_projected_lstms(layers, inputs_tm, lengths, initial_states):
         [None if layer.projection_kernel is None else tf.cast(layer.projection_kernel, dtype)
          for layer in layers],
         lengths, [s[0] for s in initial_states], [s[1] for s in initial_states],
-        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK[compute_device_type()])
+        first.cell_clip, first.proj_clip, GATE_ROWS_PER_CHUNK[compute_device_type()],
+        # The written-out gradient where a tape records and a layer trains; a frozen stack's
+        # gradient is stopped above it, and its loop keeps nothing for one. (A Python bool:
+        # part of the eager path's cache key, which the tape is not.)
+        gradients_may_be_taken() and any(layer.trainable for layer in layers))
     # The eager path's tf.function generalises shapes across models; restore the static widths.
     outputs = [tf.ensure_shape(o, [None, None, layer.projection_dim])
                for o, layer in zip(outputs, layers)]

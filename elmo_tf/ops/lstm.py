@@ -16,29 +16,32 @@ def zero_state(batch, projection_dim, units):
 
 # At most this many rows (steps x batch) of gate inputs are computed by one matmul and kept, by
 # device type. On a CPU, 384 rows (24 MiB per direction for the released model, however long
-# the batch): as fast as one matmul over the whole batch, with less peak memory. On a GPU, no
+# the batch): as fast as one matmul over the whole batch, with less peak memory (in inference:
+# the gradient recomputes every step's gates at once). On a GPU, no
 # bound (None): one matmul for all steps and no branch in the loop (XLA runs a branch by reading
 # its predicate back to the host), much faster; the cost is the gates of every step at once, 4C
 # floats per token and direction. Figures: docs/benchmarks.md, "The LSTM's gate chunks".
-# Under XLA, on any device, no bound either: XLA differentiates the chunks' branch inside the
-# loop wrongly (the input kernels' and inputs' gradients; `exact_recurrence`).
+# Under XLA, on any device, no bound either: XLA differentiated the chunks' branch inside the
+# loop wrongly when TensorFlow derived the loop's gradient (`exact_recurrence`).
 GATE_ROWS_PER_CHUNK = {"CPU": 384, "GPU": None}
 
 
 def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
                      lengths, initial_h, initial_c, cell_clip, proj_clip,
-                     gate_rows=None):
+                     gate_rows=None, for_gradient=None):
     """The exact projected-LSTM recurrence for several independent directions in one loop.
 
     The input matmul `x_t @ W_x + B` is hoisted out of the per-step work: it runs once per chunk
     of about `gate_rows // batch` steps (at least one), for all of them at once.
 
     Its gradient is written out (`_backward`), not derived by TensorFlow from the loop: one
-    reverse loop with two matmuls per step and direction, the weights' gradients each one
-    matmul over every step after it. That is the same arithmetic as TensorFlow's gradient of
-    the loop (tested against it and against finite differences), with a third of the graph to
-    trace and optimise and no per-step accumulation of the weights' gradients. Where no
-    `tf.GradientTape` records (inference), the loop runs alone and keeps nothing for it.
+    reverse loop for every direction, which recomputes each step's gates from the h and c the
+    forward loop kept and runs the step backwards (four matmuls per step and direction with a
+    projection, two without), and the weights' gradients each one matmul over all steps after
+    it. That is TensorFlow's arithmetic for the gradient of the loop (tested against it and
+    against finite differences; the gates are recomputed in one matmul, where the forward loop
+    may have computed them in chunks), with about 0.6x the graph to trace and optimise and no
+    per-step sum of the weights' gradients.
 
     Args:
         inputs: per direction, `[time, batch, in]` in the matmul dtype, in reading order.
@@ -55,6 +58,10 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
             the plain graph's matched finite differences), and a branch is a read of its
             predicate back to the host on a GPU. (Compiled on a CPU, the gates of every step
             are then kept at once: 4C floats per token and direction.)
+        for_gradient: whether to run with the written-out gradient, keeping each step's c
+            (4 bytes x C per token and direction) for it; None: where a `tf.GradientTape`
+            records. Without it the loop keeps nothing, and TensorFlow derives the gradient of
+            the loop if one is asked for (slower to build, the same values).
 
     Returns:
         (outputs, final_h, final_c): per direction, `[time, batch, P]` in the matmul dtype,
@@ -64,7 +71,9 @@ def exact_recurrence(inputs, input_kernels, biases, recurrent_kernels, projectio
         gate_rows = None
     directions = len(inputs)
     cell = _Cell(cell_clip, proj_clip, inputs[0].dtype)
-    if not gradients_may_be_taken():
+    if for_gradient is None:
+        for_gradient = gradients_may_be_taken()
+    if not for_gradient:
         loop = _forward(cell, inputs, input_kernels, biases, recurrent_kernels,
                         projection_kernels, lengths, initial_h, initial_c, gate_rows)
         return loop["outputs"], loop["final_h"], loop["final_c"]
@@ -129,7 +138,7 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
     """The loop. Returns a dict: `outputs`, `final_h`, `final_c` (as `exact_recurrence`), and
     what the gradient reads: `raw` (per direction, `[steps, batch, P]`, every step's h in the
     matmul dtype, before the outputs are masked), `cells` (per direction, float32
-    `[steps, batch, C]`, the c each step leaves; with `keep_cells`), `valid`, `steps`,
+    `[steps, batch, C]`, the c each step starts from; with `keep_cells`), `valid`, `steps`,
     `time`."""
     dtype = cell.dtype
     time, batch = tf.shape(inputs[0])[0], tf.shape(inputs[0])[1]
@@ -176,7 +185,7 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
             new_cs.append(tf.where(is_valid, c_t, c))
             new_arrays.append(array.write(t, tf.cast(h_t, dtype)))
             if keep_cells:
-                new_kept.append(kept[d].write(t, new_cs[-1]))
+                new_kept.append(kept[d].write(t, c))
         return t + 1, new_gates, new_hs, new_cs, new_arrays, new_kept
 
     n = len(inputs)
@@ -220,7 +229,7 @@ def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, proj
     at_last = tf.logical_and(
         tf.equal(tf.range(steps)[:, None], tf.maximum(lengths - 1, 0)[None, :])[:, :, None],
         has_steps[None])
-    d_raw, d_h0, gates, h_before, c_before = [], [], [], [], []
+    d_raw, d_h0, gates, h_before = [], [], [], []
     for d in range(n):
         # What reaches each step's h from outside the loop: its output where valid, and final
         # h at a row's last step.
@@ -233,12 +242,11 @@ def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, proj
         if d_final_h[d] is not None:
             d_raw[d] += tf.where(at_last, tf.cast(d_final_h[d], dtype)[None], tf.zeros((), dtype))
             d_h0[d] = tf.where(has_steps, tf.zeros((), tf.float32), d_final_h[d])
-        # Each step's gate inputs, and the h and c before it.
+        # Each step's gate inputs, and the h before it (the c before it the forward loop kept).
         gates.append(tf.reshape(
             tf.nn.bias_add(tf.matmul(tf.reshape(xs[d], [steps * batch, -1]), input_kernels[d]),
                            biases[d]), [steps, batch, -1]))
         h_before.append(tf.concat([tf.cast(initial_h[d], dtype)[None], loop["raw"][d][:-1]], 0))
-        c_before.append(tf.concat([initial_c[d][None], loop["cells"][d][:-1]], 0))
 
     def step(k, dhs, dcs, d_gates, d_projected, projected_from):
         t = steps - 1 - k  # the step whose gradient this iteration computes
@@ -246,7 +254,7 @@ def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, proj
         new = [], [], [], [], []
         for d in range(n):
             dh, dc, projection = dhs[d], dcs[d], projection_kernels[d]
-            c_prev = c_before[d][t]
+            c_prev = loop["cells"][d][t]
             i, j, f, o = cell.gates(gates[d][t], h_before[d][t], recurrent_kernels[d])
             c_raw = f * c_prev + i * j
             tanh_c = tf.tanh(cell.clipped(c_raw, cell.cell_clip))

@@ -263,15 +263,16 @@ def test_two_directions_in_chunks_differentiate_under_xla_as_without_it():
 
 
 @pytest.mark.parametrize("dtype, time, gate_rows, jit", [
-    ("float32", 7, 4, False), ("float32", 7, None, True), ("float32", 0, None, False),
-    ("bfloat16", 7, 4, False)])
+    ("float32", 7, 10, False), ("float32", 7, None, True), ("float32", 0, None, False),
+    ("bfloat16", 7, 10, False)])
 def test_the_written_out_gradient_is_tensorflows_gradient_of_the_loop(dtype, time, gate_rows,
                                                                       jit):
     """`exact_recurrence`'s gradient (`_backward`, a loop of its own) against TensorFlow's
     gradient of the forward loop itself (`_forward` differentiated by the tape): two
     directions in one loop, with and without projection, both clips firing, rows of every
     length (0 included), initial states, and gradients flowing in through the outputs, final
-    h and final c; in float32 and in bfloat16 matmuls, with the gates in chunks, compiled."""
+    h and final c; in float32 and in bfloat16 matmuls, with the gates in chunks (of 2 steps),
+    compiled."""
     rng = np.random.default_rng(31)
     dtype = tf.as_dtype(dtype)
     batch, directions, projected = 5, 2, (True, False)
@@ -303,6 +304,8 @@ def test_the_written_out_gradient_is_tensorflows_gradient_of_the_loop(dtype, tim
         loop["outputs"], loop["final_h"], loop["final_c"]))(lstm._forward(cell, *args, gate_rows))))
     written_out = tf.function(lambda: gradients(lambda: exact_recurrence(
         *args, 0.8, 0.5, gate_rows=gate_rows)), jit_compile=jit)
+    assert _uses_the_written_out_gradient(written_out.get_concrete_function().graph)
+    assert not _uses_the_written_out_gradient(tensorflows.get_concrete_function().graph)
     tolerance = 1e-5 if dtype == tf.float32 else 2e-2
     for expected, got in zip(tensorflows(), written_out()):
         scale = max(1.0, float(tf.reduce_max(tf.abs(tf.cast(expected, tf.float32)))))
@@ -310,27 +313,34 @@ def test_the_written_out_gradient_is_tensorflows_gradient_of_the_loop(dtype, tim
                                    atol=tolerance * scale, rtol=tolerance)
 
 
-def test_the_loop_keeps_nothing_for_a_gradient_where_no_tape_records():
-    """Inference (no tape) runs the loop alone: no second loop, no gradient's state kept."""
+def _uses_the_written_out_gradient(graph):
+    """Whether `graph` runs the loop under `tf.custom_gradient` (its IdentityN), keeping each
+    step's c for `_backward`."""
+    return "IdentityN" in {op.type for op in graph.get_operations()}
+
+
+def test_the_loop_keeps_nothing_for_a_gradient_where_none_is_taken():
+    """Inference (no tape), or a frozen layer under a tape, runs the loop alone: nothing kept
+    for the written-out gradient; a trainable layer under a tape runs with it. A frozen
+    layer's gradient, where one is still asked for, is TensorFlow's own (the same values)."""
     layer = _layer()
-    x = tf.zeros([3, 2, IN])
+    x = tf.constant(np.random.default_rng(5).standard_normal((2, 3, IN)), tf.float32)
 
-    def run():
-        return exact_recurrence([x], [layer.input_kernel.value], [layer.bias.value],
-                                [layer.recurrent_kernel.value], [layer.projection_kernel.value],
-                                tf.constant([3, 1]), [tf.zeros([2, P])], [tf.zeros([2, C])],
-                                0.8, 0.5)
+    def run(tape=None):
+        if tape is None:
+            return layer(x)
+        with tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x) ** 2)
+        return tape.gradient(loss, x)
 
-    def loops(graph):
-        return sum(op.type in ("While", "StatelessWhile") for op in graph.get_operations())
-
-    def with_a_tape():
-        with tf.GradientTape():
-            return run()
-
-    assert loops(tf.function(run).get_concrete_function().graph) == 1
-    graph = tf.function(with_a_tape).get_concrete_function().graph
-    assert loops(graph) == 1 and "IdentityN" in {op.type for op in graph.get_operations()}
+    graph = lambda *args: tf.function(run).get_concrete_function(*args).graph
+    assert not _uses_the_written_out_gradient(graph())
+    assert _uses_the_written_out_gradient(graph(tf.GradientTape()))
+    written_out = run(tf.GradientTape())
+    layer.trainable = False
+    assert not _uses_the_written_out_gradient(graph(tf.GradientTape()))
+    np.testing.assert_allclose(run(tf.GradientTape()), written_out, rtol=1e-5, atol=1e-6)
 
 
 def _op_types(graph):
