@@ -16,8 +16,8 @@ def zero_state(batch, projection_dim, units):
 
 # At most this many rows (steps x batch) of gate inputs are computed by one matmul and kept, by
 # device type. On a CPU, 384 rows (24 MiB per direction for the released model, however long
-# the batch): as fast as one matmul over the whole batch, with less peak memory (in inference:
-# the gradient recomputes every step's gates at once). On a GPU, no
+# the batch): as fast as one matmul over the whole batch, with less peak memory in inference
+# (the written-out gradient recomputes every step's gates at once). On a GPU, no
 # bound (None): one matmul for all steps and no branch in the loop (XLA runs a branch by reading
 # its predicate back to the host), much faster; the cost is the gates of every step at once, 4C
 # floats per token and direction. Figures: docs/benchmarks.md, "The LSTM's gate chunks".
