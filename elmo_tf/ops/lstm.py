@@ -138,8 +138,8 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
     """The loop. Returns a dict: `outputs`, `final_h`, `final_c` (as `exact_recurrence`), and
     what the gradient reads: `raw` (per direction, `[steps, batch, P]`, every step's h in the
     matmul dtype, before the outputs are masked), `cells` (per direction, float32
-    `[steps, batch, C]`, the c each step starts from; with `keep_cells`), `valid`, `steps`,
-    `time`."""
+    `[steps, batch, C]`, the c each step starts from; with `keep_cells`), `valid`, `last`
+    (each row's last valid step), `steps`, `time`."""
     dtype = cell.dtype
     time, batch = tf.shape(inputs[0])[0], tf.shape(inputs[0])[1]
     # With no time steps, one masked no-op step still runs, so that the outputs can be stacked
@@ -156,13 +156,10 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
     inputs = [tf.pad(x, [[0, n_chunks * steps_per_chunk - time], [0, 0], [0, 0]]) for x in inputs]
 
     def chunk_gates(d, t, steps):
-        # Shapes come from tf.shape of captured or loop tensors: inside a loop, XLA treats values
-        # computed outside it as run-time parameters, and it needs shapes at compile time.
-        x_all, kernel = inputs[d], input_kernels[d]
+        x_all = inputs[d]
         _, batch, in_dim = tf.unstack(tf.shape(x_all))
-        x = tf.reshape(tf.slice(x_all, [t, 0, 0], [steps, batch, in_dim]), [steps * batch, in_dim])
-        gates = tf.nn.bias_add(tf.matmul(x, kernel), biases[d])  # fuses into one oneDNN kernel
-        return tf.reshape(gates, [steps, batch, tf.shape(kernel)[1]])
+        return _gate_inputs(tf.slice(x_all, [t, 0, 0], [steps, batch, in_dim]), input_kernels[d],
+                            biases[d])
 
     def step(t, gates, hs, cs, arrays, kept):
         is_valid = valid[t]
@@ -209,8 +206,18 @@ def _forward(cell, inputs, input_kernels, biases, recurrent_kernels, projection_
                for o, h0 in zip(raw, initial_h)]
     outputs = [tf.where(valid, o, tf.zeros((), dtype))[:time] for o in raw]
     return {"outputs": outputs, "final_h": final_h, "final_c": list(final_c), "raw": raw,
-            "cells": [array.stack() for array in kept], "valid": valid, "steps": steps,
-            "time": time}
+            "cells": [array.stack() for array in kept], "valid": valid, "last": last,
+            "steps": steps, "time": time}
+
+
+def _gate_inputs(x, kernel, bias):
+    """`x @ kernel + bias` for time-major `x` `[steps, batch, in]`: `[steps, batch, 4C]`."""
+    # Shapes come from tf.shape of captured or loop tensors: inside a loop, XLA treats values
+    # computed outside it as run-time parameters, and it needs shapes at compile time.
+    steps, batch, in_dim = tf.unstack(tf.shape(x))
+    gates = tf.nn.bias_add(tf.matmul(tf.reshape(x, [steps * batch, in_dim]), kernel),
+                           bias)  # fuses into one oneDNN kernel
+    return tf.reshape(gates, [steps, batch, tf.shape(kernel)[1]])
 
 
 def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, projection_kernels,
@@ -227,8 +234,7 @@ def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, proj
     xs = [tf.pad(x, [[0, steps - time], [0, 0], [0, 0]]) for x in inputs]
     has_steps = lengths[:, None] > 0
     at_last = tf.logical_and(
-        tf.equal(tf.range(steps)[:, None], tf.maximum(lengths - 1, 0)[None, :])[:, :, None],
-        has_steps[None])
+        tf.equal(tf.range(steps)[:, None], loop["last"][None, :])[:, :, None], has_steps[None])
     d_raw, d_h0, gates, h_before = [], [], [], []
     for d in range(n):
         # What reaches each step's h from outside the loop: its output where valid, and final
@@ -243,9 +249,7 @@ def _backward(cell, loop, inputs, input_kernels, biases, recurrent_kernels, proj
             d_raw[d] += tf.where(at_last, tf.cast(d_final_h[d], dtype)[None], tf.zeros((), dtype))
             d_h0[d] = tf.where(has_steps, tf.zeros((), tf.float32), d_final_h[d])
         # Each step's gate inputs, and the h before it (the c before it the forward loop kept).
-        gates.append(tf.reshape(
-            tf.nn.bias_add(tf.matmul(tf.reshape(xs[d], [steps * batch, -1]), input_kernels[d]),
-                           biases[d]), [steps, batch, -1]))
+        gates.append(_gate_inputs(xs[d], input_kernels[d], biases[d]))
         h_before.append(tf.concat([tf.cast(initial_h[d], dtype)[None], loop["raw"][d][:-1]], 0))
 
     def step(k, dhs, dcs, d_gates, d_projected, projected_from):

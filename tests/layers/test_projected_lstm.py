@@ -316,7 +316,7 @@ def test_the_written_out_gradient_is_tensorflows_gradient_of_the_loop(dtype, tim
 def _uses_the_written_out_gradient(graph):
     """Whether `graph` runs the loop under `tf.custom_gradient` (its IdentityN), keeping each
     step's c for `_backward`."""
-    return "IdentityN" in {op.type for op in graph.get_operations()}
+    return "IdentityN" in _op_types(graph)
 
 
 def test_the_loop_keeps_nothing_for_a_gradient_where_none_is_taken():
