@@ -12,7 +12,7 @@ an idle core): the mirrored strategy fixture took 114, 144 and 168 CPU seconds i
 of nearly the same tests. Compare modules over several runs, not one. Writes the run's wall
 seconds, its user and system CPU seconds (the pytest processes and every waited-for child),
 pytest's summary line, the CPU seconds per module, the 40 tests and fixtures that took the
-most, and each worker's modules in the order it ran them, with how long one worker sat idle at
+most, every test's CPU seconds over 1 s (its phases and fixtures together), and each worker's modules in the order it ran them, with how long one worker sat idle at
 the end.
 """
 
@@ -77,6 +77,9 @@ def report(rows):
     for node, _, own, children, *_ in rows:
         modules[node.split("::")[0]] += own + children
     top = sorted(rows, key=lambda r: -(r[2] + r[3]))[:TOP]
+    tests = collections.Counter()  # each test's phases together, its fixtures' setup included
+    for node, _, own, children, *_ in rows:
+        tests[node] += own + children
     start = min((r[6] for r in rows), default=0.0)  # no rows: no test ran
     workers = collections.defaultdict(dict)  # worker: {module: [first start, last end]}
     for node, _, _, _, wall, worker, epoch in sorted(rows, key=lambda r: r[6]):
@@ -88,6 +91,7 @@ def report(rows):
             "top": [{"test": node, "phase": phase, "cpu_seconds": round(own + children, 1),
                      "children_cpu_seconds": round(children, 1), "wall_seconds": round(wall, 1)}
                     for node, phase, own, children, wall, *_ in top],
+            "tests_over_a_second": {t: round(s, 1) for t, s in tests.most_common() if s >= 1},
             "idle_tail_seconds": round(max(ends) - min(ends), 1),
             "workers": {worker: [[module, round(first, 1), round(last, 1)]
                                  for module, (first, last) in spans.items()]
