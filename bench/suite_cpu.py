@@ -11,9 +11,10 @@ that; a multi-threaded process's do (TensorFlow's threads spin while they wait, 
 an idle core): the mirrored strategy fixture took 114, 144 and 168 CPU seconds in three runs
 of nearly the same tests. Compare modules over several runs, not one. Writes the run's wall
 seconds, its user and system CPU seconds (the pytest processes and every waited-for child),
-pytest's summary line, the CPU seconds per module, the 40 tests and fixtures that took the
-most, every test's CPU seconds over 1 s (its phases and fixtures together), and each worker's modules in the order it ran them, with how long one worker sat idle at
-the end.
+pytest's summary line and the tests that failed (`-ra`'s lines), the CPU seconds per module,
+the 40 tests and fixtures that took the most, every test's CPU seconds over 1 s (its phases
+and fixtures together), and each worker's modules in the order it ran them, with how long one
+worker sat idle at the end.
 """
 
 import argparse
@@ -126,6 +127,8 @@ def main():
               "command": " ".join(["python", "bench/suite_cpu.py", *sys.argv[1:]]),
               "pytest": " ".join(command[1:]), "exit_status": done.returncode,
               "summary": summary[-1] if summary else done.stdout[-500:],
+              "failed": [line for line in done.stdout.splitlines()
+                         if line.startswith(("FAILED ", "ERROR "))],
               "wall_seconds": round(wall, 1),
               "user_cpu_seconds": round(after.ru_utime - before.ru_utime, 1),
               "system_cpu_seconds": round(after.ru_stime - before.ru_stime, 1),
