@@ -180,7 +180,7 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     assert again == results
 
 
-def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
+def test_glue_pairs(bilm, tmp_path, capsys):
     glue = tmp_path / "glue" / "RTE"
     glue.mkdir(parents=True)
     rows = [("a man sleeps", "a person rests", "entailment"),
@@ -194,25 +194,7 @@ def test_glue_pairs_and_a_conll_tagger(bilm, tmp_path, capsys):
     assert "dev accuracy" in out
     lines = _predict(capsys, tmp_path / "rte", ["a man sleeps\ta person rests"], tmp_path)
     assert lines[0] in ("entailment", "not_entailment")
-    conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
-        "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
-    (tmp_path / "train.conll").write_text(conll * 3)
-    # Dev batches (4 sentences) of different widths.
-    long = "".join(f"{w} O\n" for w in "the big one ran off far".split())
-    (tmp_path / "dev.conll").write_text(conll * 3 + "\n" + long)
-    out = _finetune(capsys, "--task", "tag", "--train", str(tmp_path / "train.conll"), "--dev",
-                    str(tmp_path / "dev.conll"), "--model", bilm, "--output",
-                    str(tmp_path / "tagger"), "--epochs", "2")
-    assert "dev span_f1" in out and "token_accuracy" in out
-    lines = _predict(capsys, tmp_path / "tagger", ["Peter runs", "Big Co won today"], tmp_path)
-    assert [len(line.split()) for line in lines] == [2, 4]
-    assert set(" ".join(lines).split()) <= {"B-PER", "B-ORG", "I-ORG", "O"}
-    scored = _predict(capsys, tmp_path / "tagger", ["Peter runs", "Big Co won today"], tmp_path,
-                      "--scores")
-    for line, tags in zip(scored, lines):
-        pairs = [token.split("=") for token in line.split()]
-        assert [tag for tag, _ in pairs] == tags.split()
-        assert all(1 / 4 <= float(p) <= 1 for _, p in pairs)  # the most probable of 4 tags
+    # (A CoNLL tagger: `test_compiled_with_xla_the_same_training_and_scores[tag]`.)
 
 
 def test_a_header_line_is_skipped_with_header_and_refused_without(bilm, tmp_path, capsys):
@@ -309,18 +291,20 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
     and the same weights, up to float rounding; predict reads it. (Without dropout: XLA draws
     its random numbers with another algorithm.) Keras's LSTMs see a GPU: compiled, the head's
     BiLSTM runs Keras's own kernel, not cuDNN's (which XLA cannot compile: a GPU's failure).
-    Both train on the frozen biLM's outputs computed once (the default). For the tagger and
-    the pair, a third run, whose biLM runs at every step instead (as where its outputs would
-    take too much memory), trains the same model again: the same scores and weights, and the
-    same test scores (scored on the outputs computed once, or by the whole model). (The
-    classifier's head on the outputs, its word features included, and dropout's draws
-    through it: `test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs`.)"""
+    Both train on the frozen biLM's outputs computed once (the default). For the pair (two
+    texts a row), a third run, whose biLM runs at every step instead (as where its outputs
+    would take too much memory), trains the same model again: the same scores and weights,
+    and the same test scores (scored on the outputs computed once, or by the whole model).
+    (Each task's head on the outputs, the classifier's word features included, and dropout's
+    draws through it: `test_the_layers_after_a_frozen_bilm_compute_the_task_on_its_outputs`.)
+    The tagger's run prints its span F1 and token accuracy and predicts tags with their
+    probabilities; dev batches of different widths."""
     if task == "tag":
         conll = "".join(f"{w} {t}\n" for w, t in (("Peter", "B-PER"), ("runs", "O"))) + "\n" + \
             "".join(f"{w} {t}\n" for w, t in (("Big", "B-ORG"), ("Co", "I-ORG"), ("won", "O")))
         long = "".join(f"{w} O\n" for w in "the big one ran off far away".split())
         (tmp_path / "train.txt").write_text((conll + "\n") * 3 + long)
-        (tmp_path / "dev.txt").write_text(conll + "\n" + long)
+        (tmp_path / "dev.txt").write_text((conll + "\n") * 3 + long)  # 2 batches, 2 widths
         (tmp_path / "test.txt").write_text("Co O\nruns O\n\nthe O\nbig B-ORG\nPeter I-ORG\n")
         lines = ["Peter runs", "Big Co won today"]
     elif task == "classify":
@@ -338,17 +322,19 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         (tmp_path / "test.txt").write_text("other\tso good\tdull film\nsame\tbad\tbad fun\n")
         lines = ["good\tfine", "bad\tgood"]
     runs = {}
-    names = ("off", "on") if task == "classify" else ("off", "on", "every_step")
+    names = ("off", "on", "every_step") if task == "pair" else ("off", "on")
     for name in names:
         if name == "on":
             keras_sees_a_gpu(monkeypatch)  # (a CPU has no cuDNN kernel: not for "off")
         if name == "every_step":
             monkeypatch.setattr(finetuning, "FROZEN_OUTPUTS_BYTES", 0)
-        _finetune(capsys, "--task", task, "--train", str(tmp_path / "train.txt"), "--dev",
-                  str(tmp_path / "dev.txt"), "--test", str(tmp_path / "test.txt"), "--model",
-                  bilm, "--epochs", "2", "--patience", "2", "--xla",
-                  "on" if name == "on" else "off", "--output", str(tmp_path / name))
+        out = _finetune(capsys, "--task", task, "--train", str(tmp_path / "train.txt"),
+                        "--dev", str(tmp_path / "dev.txt"), "--test", str(tmp_path / "test.txt"),
+                        "--model", bilm, "--epochs", "2", "--patience", "2", "--xla",
+                        "on" if name == "on" else "off", "--output", str(tmp_path / name))
         monkeypatch.undo()
+        if task == "tag":
+            assert "dev span_f1" in out and "token_accuracy" in out
         assert not list((tmp_path / name).glob("bilm_outputs*"))  # its file removed at the end
         with open("/proc/self/maps") as maps:  # and unmapped: its disk space freed
             assert "bilm-outputs-" not in maps.read()
@@ -370,8 +356,16 @@ def test_compiled_with_xla_the_same_training_and_scores(bilm, tmp_path, capsys, 
         for key, value in first.items():
             np.testing.assert_allclose(second[key], value, atol=1e-4,
                                        err_msg=f"{other}: {key}")
-    assert _predict(capsys, tmp_path / "on", lines, tmp_path) == \
-        _predict(capsys, tmp_path / "off", lines, tmp_path)
+    predicted = _predict(capsys, tmp_path / "on", lines, tmp_path)
+    assert predicted == _predict(capsys, tmp_path / "off", lines, tmp_path)
+    if task == "tag":
+        assert [len(line.split()) for line in predicted] == [2, 4]
+        assert set(" ".join(predicted).split()) <= {"B-PER", "B-ORG", "I-ORG", "O"}
+        scored = _predict(capsys, tmp_path / "off", lines, tmp_path, "--scores")
+        for line, tags in zip(scored, predicted):
+            pairs = [token.split("=") for token in line.split()]
+            assert [tag for tag, _ in pairs] == tags.split()
+            assert all(1 / 4 <= float(p) <= 1 for _, p in pairs)  # the most probable of 4 tags
     # The run records its speed: 2 epochs' seconds (scoring included) and their steps
     # (12, 7 and 8 examples in batches of 4).
     speed = runs["on"]["speed"]
