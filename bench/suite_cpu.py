@@ -9,7 +9,8 @@ other worker runs meanwhile: `--durations` once showed 116 s for a fixture that 
 alone, and 13 s of CPU in the suite too. A single-threaded test's CPU seconds hardly depend on
 that; a multi-threaded process's do (TensorFlow's threads spin while they wait, more so beside
 an idle core): the mirrored strategy fixture took 114, 144 and 168 CPU seconds in three runs
-of nearly the same tests. Compare modules over several runs, not one. Writes the run's wall
+of nearly the same tests. Compare modules over several runs, not one. Writes how long
+`python -c "import tensorflow"` takes here (three times, before the suite), the run's wall
 seconds, its user and system CPU seconds (the pytest processes and every waited-for child),
 pytest's summary line and the tests that failed (`-ra`'s lines), the CPU seconds per module,
 the 40 tests and fixtures that took the most, every test's CPU seconds over 1 s (its phases
@@ -108,6 +109,15 @@ def main():
     from bench.inference import machine, versions
     from elmo_tf.files import write_json_atomically
 
+    # The host's speed, for comparing runs across hosts (of one type too, they differ up to 2x):
+    # `python -c "import tensorflow"`, the reference of the tests' subprocess limits
+    # (`tests/subprocesses.py`: 2.5 s on the idle development machine of issue 37's figures).
+    start_up = []
+    for _ in range(3):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import tensorflow"], check=True,
+                       capture_output=True)
+        start_up.append(round(time.perf_counter() - started, 2))
     with tempfile.TemporaryDirectory() as directory:
         env = dict(os.environ, **{DIRECTORY: directory},
                    PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
@@ -129,6 +139,7 @@ def main():
               "summary": summary[-1] if summary else done.stdout[-500:],
               "failed": [line for line in done.stdout.splitlines()
                          if line.startswith(("FAILED ", "ERROR "))],
+              "tensorflow_import_seconds": start_up,
               "wall_seconds": round(wall, 1),
               "user_cpu_seconds": round(after.ru_utime - before.ru_utime, 1),
               "system_cpu_seconds": round(after.ru_stime - before.ru_stime, 1),
