@@ -230,66 +230,25 @@ def test_a_classifier_config_from_before_the_word_features_builds_elmo_alone():
     assert "bag_of_words" not in [layer.name for layer in old.layers]
 
 
-LOAD = """
-import json, sys
-import numpy as np, tensorflow as tf, keras
-import elmo_tf  # registers the classes
-out = {}
-for name, inputs in json.loads(sys.argv[1]).items():
-    model = keras.saving.load_model(sys.argv[2] + f"/{name}.keras")
-    x = {k: tf.constant(v) for k, v in inputs.items()} if isinstance(inputs, dict) \\
-        else tf.constant(inputs)
-    out[name] = model.predict(x, verbose=0).tolist()
-print("OUT" + json.dumps(out))
-"""
-
-
-def test_keras_files_load_in_a_fresh_process_with_the_same_predictions(tmp_path):
-    embedding = _embedding()
-    models = {
-        "classifier": TextClassifier(embedding, labels=["neg", "pos"], encoder_units=4,
-                                     word_embedding_dim=3),
-        "pair": SentencePairClassifier(embedding, labels=None, encoder_units=4, hidden_dim=4),
-        "tagger": SequenceTagger(embedding, tags=["O", "B-X", "I-X"], encoder_units=4),
-    }
-    inputs = {"classifier": ["a good film", "bad"], "tagger": ["a b c", "d"],
-              "pair": {"text_a": ["a b", "c"], "text_b": ["d", "e f g"]}}
-    expected = {}
-    for name, model in models.items():
-        x = inputs[name]
-        x = {k: tf.constant(v) for k, v in x.items()} if isinstance(x, dict) else tf.constant(x)
-        expected[name] = model.predict(x, verbose=0)
-        model.save(tmp_path / f"{name}.keras")
-    done = subprocesses.run([sys.executable, "-c", LOAD, json.dumps(inputs), str(tmp_path)],
-                            capture_output=True, text=True, seconds=300,
-                            what="loading the task models in a new process",
-                          env={**__import__("os").environ, **CPU_ONLY_ENV})
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.split("OUT", 1)[1])
-    for name, values in expected.items():
-        np.testing.assert_allclose(got[name], values, rtol=1e-6, atol=1e-7, err_msg=name)
-    loaded = keras.saving.load_model(tmp_path / "tagger.keras")
-    without_embedding = lambda config: {k: v for k, v in config.items() if k != "embedding"}
-    assert loaded.tags == ["O", "B-X", "I-X"]
-    # The biLM stays frozen in the loaded model (it trained along before: the deserialized
-    # backbone's sub-layers kept trainable=True).
-    assert [tuple(v.shape) for v in loaded.trainable_variables] == \
-        [tuple(v.shape) for v in models["tagger"].trainable_variables]
-    assert not any(v.path.startswith(("char_cnn", "bilm/")) for v in loaded.trainable_variables)
-    assert without_embedding(loaded.get_config()) == without_embedding(
-        models["tagger"].get_config())
-
-
-SERVE = """
+SERVE_AND_LOAD = """
 import json, sys
 import tensorflow as tf
-out = {}
-for name, inputs in json.loads(sys.argv[1]).items():
-    serve = tf.saved_model.load(sys.argv[2] + f"/{name}/1").signatures["serving_default"]
+requests, directory = json.loads(sys.argv[1]), sys.argv[2]
+out = {"served": {}, "loaded": {}}
+for name, inputs in requests.items():
+    serve = tf.saved_model.load(f"{directory}/{name}/1").signatures["serving_default"]
     kwargs = {k: tf.constant(v) for k, v in inputs.items()}
-    out[name] = {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else v.numpy().tolist())
-                 for k, v in serve(**kwargs).items()}
+    out["served"][name] = {
+        k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else v.numpy().tolist())
+        for k, v in serve(**kwargs).items()}
 assert not [m for m in sys.modules if m.startswith(("elmo_tf", "tensorflow_text"))]
+import keras
+import elmo_tf  # registers the classes
+for name, inputs in requests.items():
+    model = keras.saving.load_model(f"{directory}/{name}.keras")
+    x = {k: tf.constant(v) for k, v in inputs.items()}
+    out["loaded"][name] = model.predict(x if len(x) > 1 else tf.constant(*inputs.values()),
+                                        verbose=0).tolist()
 print("OUT" + json.dumps(out))
 """
 
@@ -299,12 +258,14 @@ def _traced_ops(model, inputs):
             .get_concrete_function(inputs).graph.get_operations()}
 
 
-def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
+def _task_models_read_back_in_a_fresh_process(tmp_path, on_the_gpu_path):
     """Exports the three task models (`on_the_gpu_path()`: a context in which Keras traces
-    its GPU code path), serves the exports in a process without elmo-tf, tensorflow-text or a
-    GPU, and compares with the in-memory models. The classifier carries Adam's slots, as a
-    fine-tuned model does: its export holds the model's variables and none of the
-    optimizer's (serving reads none)."""
+    its GPU code path) and saves them as `.keras` files; a new process without a GPU serves
+    the exports before it imports elmo-tf or tensorflow-text, then loads the `.keras` files
+    (`import elmo_tf` registers their classes); both compute what the in-memory models do.
+    The classifier carries Adam's slots, as a fine-tuned model does: its export holds the
+    model's variables and none of the optimizer's (serving reads none). The loaded tagger
+    keeps its biLM frozen."""
     import os
 
     from elmo_tf.export import export_task_model
@@ -337,27 +298,46 @@ def _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path):
     assert not [name for name in saved if "optimizer" in name]
     lstms = [l for m in models.values() for l in sublayers(m) if hasattr(l, "use_cudnn")]
     assert len(lstms) == 6 and all(l.use_cudnn == "auto" for l in lstms)  # training keeps cuDNN
-    done = subprocesses.run([sys.executable, "-c", SERVE, json.dumps(requests), str(tmp_path)],
-                            capture_output=True, text=True, seconds=300,
-                            what="serving the exports in a new process",
-                          env={**__import__("os").environ, **CPU_ONLY_ENV})
+    for name, model in models.items():
+        model.save(tmp_path / f"{name}.keras")
+    done = subprocesses.run([sys.executable, "-c", SERVE_AND_LOAD, json.dumps(requests),
+                             str(tmp_path)], capture_output=True, text=True, seconds=300,
+                            what="serving the exports and loading the .keras files in a new "
+                                 "process", env={**os.environ, **CPU_ONLY_ENV})
     assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.split("OUT", 1)[1])
-    logits = _run(models["classifier"], tf.constant(requests["classifier"]["text"])).numpy()
+    out = json.loads(done.stdout.split("OUT", 1)[1])
+    inputs = {name: {k: tf.constant(v) for k, v in request.items()}
+              for name, request in requests.items()}
+    got = out["served"]
+    logits = _run(models["classifier"], inputs["classifier"]["text"]).numpy()
     np.testing.assert_allclose(got["classifier"]["logits"], logits, rtol=1e-5, atol=1e-6)
     assert got["classifier"]["label"] == [["neg", "pos"][k] for k in logits.argmax(-1)]
-    pair = {k: tf.constant(v) for k, v in requests["regressor"].items()}
     np.testing.assert_allclose(got["regressor"]["score"],
-                               _run(models["regressor"], pair).numpy()[:, 0], rtol=1e-5, atol=1e-6)
-    tags = _run(models["tagger"], tf.constant(requests["tagger"]["tokens"])).numpy().argmax(-1)
+                               _run(models["regressor"], inputs["regressor"]).numpy()[:, 0],
+                               rtol=1e-5, atol=1e-6)
+    tags = _run(models["tagger"], inputs["tagger"]["tokens"]).numpy().argmax(-1)
     names = ["O", "B-X", "I-X"]
     assert got["tagger"]["tags"] == [[names[k] for k in tags[0]], [names[tags[1, 0]], "", ""]]
+    for name, model in models.items():  # the .keras files: the models' own predictions
+        x = inputs[name] if len(inputs[name]) > 1 else next(iter(inputs[name].values()))
+        np.testing.assert_allclose(out["loaded"][name], model.predict(x, verbose=0),
+                                   rtol=1e-6, atol=1e-7, err_msg=name)
+    loaded = keras.saving.load_model(tmp_path / "tagger.keras")
+    without_embedding = lambda config: {k: v for k, v in config.items() if k != "embedding"}
+    assert loaded.tags == ["O", "B-X", "I-X"]
+    # The biLM stays frozen in the loaded model (it trained along before: the deserialized
+    # backbone's sub-layers kept trainable=True).
+    assert [tuple(v.shape) for v in loaded.trainable_variables] == \
+        [tuple(v.shape) for v in models["tagger"].trainable_variables]
+    assert not any(v.path.startswith(("char_cnn", "bilm/")) for v in loaded.trainable_variables)
+    assert without_embedding(loaded.get_config()) == without_embedding(
+        models["tagger"].get_config())
 
 
-def test_task_savedmodels_exported_on_the_gpu_path_serve_raw_text_on_a_cpu(tmp_path,
-                                                                             monkeypatch):
+def test_task_exports_and_keras_files_read_back_in_a_fresh_process(tmp_path, monkeypatch):
     """As exported on a GPU machine (Keras's GPU code path forced): no cuDNN op in the export,
-    which serves raw text without elmo-tf on a CPU-only machine."""
+    which serves raw text without elmo-tf on a CPU-only machine; the `.keras` files load
+    there with the same predictions."""
     import contextlib
 
     @contextlib.contextmanager
@@ -366,7 +346,7 @@ def test_task_savedmodels_exported_on_the_gpu_path_serve_raw_text_on_a_cpu(tmp_p
             keras_sees_a_gpu(patch)
             yield
 
-    _exported_task_models_serve_on_a_cpu(tmp_path, on_the_gpu_path)
+    _task_models_read_back_in_a_fresh_process(tmp_path, on_the_gpu_path)
 
 
 @pytest.mark.gpu
@@ -378,7 +358,7 @@ def test_on_a_gpu_task_savedmodels_serve_on_a_cpu(tmp_path):
     if not tf.config.list_logical_devices("GPU"):
         pytest.skip("no GPU visible: this exports on the GPU itself (the CPU test forces "
                     "Keras's GPU code path instead)")
-    _exported_task_models_serve_on_a_cpu(tmp_path, contextlib.nullcontext)
+    _task_models_read_back_in_a_fresh_process(tmp_path, contextlib.nullcontext)
 
 
 def test_the_model_computes_the_same_on_bucket_padded_features_with_xla():
