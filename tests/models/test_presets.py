@@ -31,22 +31,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TOKENS = [["The", "cat", "sat", "down"], ["Hi", "", "", ""]]
 
 
-def _loaded_in_a_fresh_process(preset, tmp_path, tokens=TOKENS):
-    """(class name, "layers") of `keras_hub.models.Backbone.from_preset(preset)` called in a
-    new Python process that imports nothing of elmo-tf but the package."""
-    out = tmp_path / "layers.npy"
+def _loaded_in_a_fresh_process(presets, tmp_path, tokens=TOKENS):
+    """[(class name, "layers")] of `keras_hub.models.Backbone.from_preset(preset)` for each of
+    `presets`, called in one new Python process that imports nothing of elmo-tf but the
+    package."""
     script = (
-        "import sys, numpy as np, keras_hub, elmo_tf\n"
+        "import json, sys, numpy as np, keras_hub, elmo_tf\n"
         "from elmo_tf.text.char_ids import tokens_to_char_ids\n"
-        "backbone = keras_hub.models.Backbone.from_preset(sys.argv[1])\n"
-        "ids = tokens_to_char_ids(eval(sys.argv[3]), backbone.max_characters_per_token)\n"
-        "np.save(sys.argv[2], backbone(ids)['layers'].numpy())\n"
-        "print(type(backbone).__name__)\n")
-    done = subprocesses.run([sys.executable, "-c", script, str(preset), str(out), repr(tokens)],
-                            capture_output=True, text=True, cwd=ROOT, seconds=300,
-                            what="loading a preset in a new process")
+        "for index, preset in enumerate(json.loads(sys.argv[1])):\n"
+        "    backbone = keras_hub.models.Backbone.from_preset(preset)\n"
+        "    ids = tokens_to_char_ids(eval(sys.argv[3]), backbone.max_characters_per_token)\n"
+        "    np.save(f'{sys.argv[2]}/layers-{index}.npy', backbone(ids)['layers'].numpy())\n"
+        "    print(type(backbone).__name__)\n")
+    done = subprocesses.run([sys.executable, "-c", script, json.dumps(list(map(str, presets))),
+                             str(tmp_path), repr(tokens)], capture_output=True, text=True,
+                            cwd=ROOT, seconds=300, what="loading presets in a new process")
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.split()[-1], np.load(out)
+    names = done.stdout.split()[-len(presets):]
+    return [(name, np.load(tmp_path / f"layers-{index}.npy")) for index, name in enumerate(names)]
 
 
 def _layers(backbone, tokens=TOKENS):
@@ -64,33 +66,39 @@ def test_released_weights_through_a_keras_hub_preset_keep_bilm_tf_parity(bilm_tf
     assert sorted(os.listdir(tmp_path / "preset")) == ["config.json", "metadata.json",
                                                        "model.weights.h5"]
     tokens, expected = next(_fixture_batches(bilm_tf_dir))
-    name, layers = _loaded_in_a_fresh_process(tmp_path / "preset", tmp_path, tokens)
+    (name, layers), = _loaded_in_a_fresh_process([tmp_path / "preset"], tmp_path, tokens)
     assert name == "ElmoBackbone"
     for k in range(3):
         np.testing.assert_allclose(layers[k, 2, :len(tokens[k])], expected[k], atol=1e-5)
 
 
-@pytest.mark.parametrize("preset", ["tiny", "tiny_masked"])
-def test_init_writes_a_model_directory_keras_hub_loads(preset, tmp_path, capsys):
-    directory = tmp_path / "model"
-    assert cli.main(["init", "--preset", preset, "--output", str(directory), "--seed", "3"]) == 0
-    assert "KerasHub preset" in capsys.readouterr().out
-    assert {"options.json", "weights.hdf5", "config.json", "metadata.json",
-            "model.weights.h5"} <= set(os.listdir(directory))
-    name, layers = _loaded_in_a_fresh_process(directory, tmp_path)
-    metadata = json.loads((directory / "metadata.json").read_text())
-    tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(str(directory))
-    assert type(tokenizer) is {"tiny": ElmoTokenizer, "tiny_masked": MaskedElmoTokenizer}[preset]
-    assert tokenizer.tokenizer == "whitespace"
-    np.testing.assert_allclose(  # the tokenizer's char ids are what the backbone reads
-        _layers(Backbone.from_preset(directory)),
-        Backbone.from_preset(directory)(tokenizer([" ".join(t) for t in TOKENS]))[
-            "layers"].numpy(), atol=1e-6)
-    os.remove(directory / "config.json")  # as a run of an earlier version: its own loader
-    from_family_files = Backbone.from_preset(directory)
-    assert name == type(from_family_files).__name__
-    np.testing.assert_allclose(layers, _layers(from_family_files), atol=1e-6)
-    assert metadata["parameter_count"] == from_family_files.count_params()
+def test_init_writes_a_model_directory_keras_hub_loads(tmp_path, capsys):
+    """Each family's `init`; both directories loaded in one new process."""
+    presets = ("tiny", "tiny_masked")
+    directories = [tmp_path / preset for preset in presets]
+    for preset, directory in zip(presets, directories):
+        assert cli.main(["init", "--preset", preset, "--output", str(directory), "--seed",
+                         "3"]) == 0
+        assert "KerasHub preset" in capsys.readouterr().out
+        assert {"options.json", "weights.hdf5", "config.json", "metadata.json",
+                "model.weights.h5"} <= set(os.listdir(directory))
+    loaded = _loaded_in_a_fresh_process(directories, tmp_path)
+    for preset, directory, (name, layers) in zip(presets, directories, loaded):
+        metadata = json.loads((directory / "metadata.json").read_text())
+        tokenizer = keras_hub.tokenizers.Tokenizer.from_preset(str(directory))
+        assert type(tokenizer) is {"tiny": ElmoTokenizer,
+                                   "tiny_masked": MaskedElmoTokenizer}[preset]
+        assert tokenizer.tokenizer == "whitespace"
+        np.testing.assert_allclose(  # the tokenizer's char ids are what the backbone reads
+            _layers(Backbone.from_preset(directory)),
+            Backbone.from_preset(directory)(tokenizer([" ".join(t) for t in TOKENS]))[
+                "layers"].numpy(), atol=1e-6)
+        os.remove(directory / "config.json")  # as a run of an earlier version: its own loader
+        from_family_files = Backbone.from_preset(directory)
+        assert name == type(from_family_files).__name__, preset
+        np.testing.assert_allclose(layers, _layers(from_family_files), atol=1e-6,
+                                   err_msg=preset)
+        assert metadata["parameter_count"] == from_family_files.count_params()
 
 
 def test_save_to_preset_round_trips_with_constructor_arguments(tmp_path):
