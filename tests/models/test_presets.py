@@ -42,12 +42,13 @@ def _loaded_in_a_fresh_process(presets, tmp_path, tokens=TOKENS):
         "    backbone = keras_hub.models.Backbone.from_preset(preset)\n"
         "    ids = tokens_to_char_ids(eval(sys.argv[3]), backbone.max_characters_per_token)\n"
         "    np.save(f'{sys.argv[2]}/layers-{index}.npy', backbone(ids)['layers'].numpy())\n"
-        "    print(type(backbone).__name__)\n")
+        "    print('CLASS', type(backbone).__name__)\n")
     done = subprocesses.run([sys.executable, "-c", script, json.dumps(list(map(str, presets))),
                              str(tmp_path), repr(tokens)], capture_output=True, text=True,
                             cwd=ROOT, seconds=300, what="loading presets in a new process")
     assert done.returncode == 0, done.stderr[-3000:]
-    names = done.stdout.split()[-len(presets):]
+    names = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("CLASS ")]
+    assert len(names) == len(presets), done.stdout[-2000:]
     return [(name, np.load(tmp_path / f"layers-{index}.npy")) for index, name in enumerate(names)]
 
 

@@ -321,7 +321,7 @@ def _task_models_read_back_in_a_fresh_process(tmp_path, on_the_gpu_path):
     for name, model in models.items():  # the .keras files: the models' own predictions
         x = inputs[name] if len(inputs[name]) > 1 else next(iter(inputs[name].values()))
         np.testing.assert_allclose(out["loaded"][name], model.predict(x, verbose=0),
-                                   rtol=1e-6, atol=1e-7, err_msg=name)
+                                   rtol=1e-5, atol=1e-6, err_msg=name)  # (a GPU's, on a GPU)
     loaded = keras.saving.load_model(tmp_path / "tagger.keras")
     without_embedding = lambda config: {k: v for k, v in config.items() if k != "embedding"}
     assert loaded.tags == ["O", "B-X", "I-X"]
@@ -351,8 +351,9 @@ def test_task_exports_and_keras_files_read_back_in_a_fresh_process(tmp_path, mon
 
 @pytest.mark.gpu
 def test_on_a_gpu_task_savedmodels_serve_on_a_cpu(tmp_path):
-    """Exported on a real GPU (the in-memory model trains and predicts with cuDNN there),
-    served in a process with CUDA_VISIBLE_DEVICES="" and compared with the in-memory model."""
+    """Exported and saved as `.keras` files on a real GPU (the in-memory model trains and
+    predicts with cuDNN there), served and loaded in a process with CUDA_VISIBLE_DEVICES=""
+    and compared with the in-memory model."""
     import contextlib
 
     if not tf.config.list_logical_devices("GPU"):

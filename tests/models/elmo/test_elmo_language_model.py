@@ -97,7 +97,8 @@ def test_fit_compiles_with_xla():
     """What Keras does on a GPU by default (`jit_compile=True`), here on the CPU: every op of
     the training and evaluation steps compiles, with the sampled softmax and bilm-tf's
     optimizer (its row-sparse and its dense updates), and training works. (The full softmax,
-    compiled, trains as without XLA: `tests/training/test_xla.py`.)"""
+    compiled, trains as without XLA: `test_xla.py`'s
+    `test_the_compiled_step_trains_as_the_plain_one`.)"""
     vocabulary_size = 400
     rng = np.random.default_rng(7)
     lm = _lm(vocabulary_size=vocabulary_size, num_negatives=100, dropout=0.1, stateful=True,

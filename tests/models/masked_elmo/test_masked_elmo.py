@@ -428,7 +428,9 @@ def test_compiled_with_xla_the_selected_rows_give_the_same_loss_and_gradients(co
     `map_leading_rows`'s tests; this one checks the sums.) Both losses in one compiled
     program: one model, one compilation. The batch is padded to its length bucket, as
     compiled training reads it (`pad_to_buckets`: the padding predicts nothing). (A compiled
-    step trains: `test_stream_training_carries_state_in_mixed_precision_under_xla`.)"""
+    step trains a bucket-padded batch, its masked-LM loss falling, in
+    `test_replaced_token_detection.py`'s `test_its_training_step_compiles_with_xla`, and
+    stream batches in `test_stream_training_carries_state_in_mixed_precision_under_xla`.)"""
     sentences, vocabulary = corpus
     model = MaskedElmoLanguageModel(_tiny_backbone(), len(vocabulary), num_negatives=16,
                                     next_token_weight=0.5)
