@@ -75,13 +75,11 @@ def report(rows):
     worker's modules in the order it ran them, with their first start and last end in seconds
     from the suite's first test (where the suite's wall time goes: a worker that ends early
     leaves a core idle)."""
-    modules = collections.Counter()
+    modules, tests = collections.Counter(), collections.Counter()
     for node, _, own, children, *_ in rows:
         modules[node.split("::")[0]] += own + children
+        tests[node] += own + children  # its phases together, its fixtures' setup included
     top = sorted(rows, key=lambda r: -(r[2] + r[3]))[:TOP]
-    tests = collections.Counter()  # each test's phases together, its fixtures' setup included
-    for node, _, own, children, *_ in rows:
-        tests[node] += own + children
     start = min((r[6] for r in rows), default=0.0)  # no rows: no test ran
     workers = collections.defaultdict(dict)  # worker: {module: [first start, last end]}
     for node, _, _, _, wall, worker, epoch in sorted(rows, key=lambda r: r[6]):
