@@ -451,8 +451,10 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
                          "--tfds-data-dir).")
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
                                                             cls.read_examples(dev, header))
-    if not header and task in ("classify", "pair"):  # labelled text (a tagger's: CoNLL)
-        _check_no_header(train, train_texts, train_labels)
+    if task in ("classify", "pair"):  # labelled text (a tagger's: CoNLL)
+        _check_columns(train, train_texts, train_labels)
+        if not header:
+            _check_no_header(train, train_texts, train_labels)
     names, train_ids, dev_ids = cls.prepare_labels(train_labels, dev_labels, train, dev)
     data = {"train": (train_texts, train_ids), "dev": (dev_texts, dev_ids), "labels": names,
             "metrics": cls.metrics_for(names)}
@@ -461,6 +463,30 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
         data["test"] = (test_texts, cls.prepare_labels(train_labels, test_labels, train,
                                                        test)[2])
     return data
+
+
+def _check_columns(path, texts, labels):
+    """A ValueError naming `path` when its label column holds more distinct values (over 2)
+    than one of its text columns: no task has more classes than texts, and swapped columns
+    (`text<TAB>label`, as some datasets ship) would train a classifier of sentences on the
+    labels' few words without a word of warning.
+
+    Example:
+    >>> _check_columns("train.tsv", [("0",), ("1",), ("1",)], ["a film", "dull", "fun"])
+    Traceback (most recent call last):
+    ValueError: train.tsv: 3 different labels for only 2 different texts ...
+    """
+    classes = len(set(labels))
+    if classes <= 2:
+        return
+    for column in zip(*texts):
+        inputs = len(set(column))
+        if classes > inputs:
+            shown = ", ".join(repr(label) for label in list(dict.fromkeys(labels))[:2])
+            layout = "label<TAB>text" if len(texts[0]) == 1 else "label<TAB>text_a<TAB>text_b"
+            raise ValueError(f"{path}: {classes} different labels for only {inputs} different "
+                             f"text{'s' * (inputs > 1)} (labels such as {shown}): are its "
+                             f"columns swapped? Each line is {layout}, the label first.")
 
 
 def _check_no_header(path, texts, labels):

@@ -235,7 +235,17 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
     train = tmp_path / "train.tsv"
     train.write_text("pos\tgood\nneg\tbad\n")
     (tmp_path / "dev.tsv").write_text("meh\tokay\n")
+    # Columns swapped (text<TAB>label, as some datasets ship them): a label a sentence.
+    swapped, swapped_pairs = tmp_path / "swapped.tsv", tmp_path / "swapped_pairs.tsv"
+    swapped.write_text("".join(f"{t}\t{i % 2}\n" for i, t in enumerate(GOOD + BAD)))
+    swapped_pairs.write_text("".join(f"{a}\t{b}\tsame\n" for a, b in zip(GOOD, BAD)))
     for args, message in (
+            (["--task", "classify", "--train", str(swapped), "--dev", str(swapped)],
+             f"{swapped}: {len(set(GOOD + BAD))} different labels for only 2 different texts "
+             f"(labels such as {GOOD[0]!r}, {GOOD[1]!r}): are its columns swapped? Each line "
+             "is label<TAB>text, the label first."),
+            (["--task", "pair", "--train", str(swapped_pairs), "--dev", str(swapped_pairs)],
+             "for only 1 different text (labels such as"),
             (["--task", "classify", "--train", str(train), "--dev", str(tmp_path / "dev.tsv")],
              "has labels the training file does not have: ['meh']"),
             (["--task", "glue/sst2", "--train", str(train)], "reads GLUE's files from --data-dir"),
