@@ -327,18 +327,28 @@ def _batch_size_argument(command):
 
 def _model_files(args):
     if args.model is not None:
+        from elmo_tf.training.finetuning import check_bilm_directory
+
         if args.weights is not None:
             raise ValueError("give either --model DIR or --options and --weights, not both.")
+        check_bilm_directory(args.model)
         return os.path.join(args.model, "options.json"), os.path.join(args.model, "weights.hdf5")
     if args.weights is None:
         raise ValueError("--options needs --weights (or give --model DIR).")
     return args.options, args.weights
 
 
+def _integer(text, accepted):
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {accepted}; got {text!r}") from None
+
+
 def _positive_int(text):
     from elmo_tf.checks import positive_int_problems
 
-    value = int(text)
+    value = _integer(text, "a positive integer")
     if positive_int_problems(value=value):
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
     return value
@@ -355,7 +365,7 @@ def _positive_float(text):
 
 
 def _non_negative_int(text):
-    value = int(text)
+    value = _integer(text, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
     return value

@@ -387,6 +387,27 @@ def test_two_trains_in_one_directory_one_is_refused_and_the_others_run_is_intact
     assert {"weights.hdf5", "run.json", "checkpoints/ckpt-000000001.weights.h5"} <= set(left)
 
 
+def test_a_model_that_is_no_bilm_is_named_by_every_command_that_reads_one(finetuned, tmp_path,
+                                                                          capsys):
+    """A fine-tuned task model, a missing directory or one without the biLM's files, given as
+    a biLM's --model: one line naming it (before: a bare `[Errno 2] No such file or directory:
+    '.../options.json'`); a task model's names the biLM it was fine-tuned from."""
+    classifier, missing, empty = finetuned["classifier"], tmp_path / "missing", tmp_path / "empty"
+    empty.mkdir()
+    sentences = _sentences(tmp_path, n=2)
+    for command in (["embed", "--input", sentences, "--output", str(tmp_path / "v.hdf5")],
+                    ["dump", sentences, str(tmp_path / "v.hdf5")],
+                    finetuned["finetune"][:7] + ["--output", str(tmp_path / "task")]):
+        for model, expected in (
+                (classifier, f"--model {classifier} is a fine-tuned task model (task.json), not "
+                             f"a biLM: give the biLM it was fine-tuned from ({finetuned['bilm']});"
+                             " `predict` and `export` take the task model."),
+                (missing, f"--model {missing}: no such directory"),
+                (empty, f"--model {empty} lacks options.json")):
+            assert expected in _cli_error(capsys, *command, "--model", str(model)), command
+    assert not (tmp_path / "v.hdf5").exists() and not (tmp_path / "task").exists()
+
+
 def test_a_finetune_in_a_directory_another_run_holds_is_refused(finetuned, tmp_path, capsys):
     from elmo_tf.training.run_directory import RunDirectory
 

@@ -190,7 +190,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         settings["scalar_mix_parameters"] = [float(v) for v in scalar_mix_parameters]
     # Recorded where not 0, as run.json had none before: such runs resume with 0.
     settings.update({name: value for name, value in options.items() if value})
-    _check_model_dir(model_dir)
+    check_bilm_directory(model_dir)
     with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
         # Another task's run is named as such first (its metric differs too).
         previous = run.check_settings(settings, run.record())
@@ -510,7 +510,27 @@ def _pretraining_tokenizer(model_dir):
     return (record or {"settings": {}})["settings"].get("tokenizer") or "whitespace"
 
 
-def _check_model_dir(model_dir):
+def check_bilm_directory(model_dir):
+    """A clear error where `model_dir` (a `--model`) is not a biLM's directory: no such
+    directory, a fine-tuned task model, or one that lacks options.json or weights.hdf5.
+
+    Example:
+    >>> check_bilm_directory("runs/sst2")  # a finetune run
+    Traceback (most recent call last):
+    ValueError: --model runs/sst2 is a fine-tuned task model (task.json), not a biLM: give ...
+    """
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"--model {model_dir}: no such directory (a biLM's: an "
+                                "`elmo-tf train` or `init` run, or the released files).")
+    if is_task_directory(model_dir):
+        try:
+            source = RunDirectory(model_dir).record()["settings"]["model_dir"]
+        except (OSError, ValueError, KeyError, TypeError):  # a preset without a run's record
+            source = None
+        raise ValueError(f"--model {model_dir} is a fine-tuned task model (task.json), not a "
+                         "biLM: give the biLM it was fine-tuned from"
+                         + (f" ({source})" if source else "")
+                         + "; `predict` and `export` take the task model.")
     for name in ("options.json", "weights.hdf5"):
         if not os.path.isfile(os.path.join(model_dir, name)):
             raise FileNotFoundError(f"--model {model_dir} lacks {name} (an `elmo-tf train` "

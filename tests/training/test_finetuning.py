@@ -252,7 +252,11 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             (["--task", "classify", "--train", str(train)], "reads --train and --dev files"),
             (["--task", "tag", "--train", str(train), "--dev", str(train),
               "--word-embedding-dim", "8"], "the task 'tag' has no word features"),
-            (["--task", "classify", "--word-embedding-dim", "-1"], "must be an integer >= 0")):
+            (["--task", "classify", "--word-embedding-dim", "-1"], "must be an integer >= 0"),
+            (["--task", "classify", "--word-embedding-dim", "x"],
+             "argument --word-embedding-dim: must be an integer >= 0; got 'x'"),
+            (["--task", "classify", "--epochs", "two"],
+             "argument --epochs: must be a positive integer; got 'two'")):
         with pytest.raises(SystemExit):
             cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
         assert message in capsys.readouterr().err
