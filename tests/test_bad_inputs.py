@@ -523,6 +523,12 @@ def test_a_broken_link_or_an_unreadable_file_in_a_corpus_glob_is_named_before_an
     assert f"corpus file {corpus / 'b.txt'}" in message and "cannot be read: Permission " \
                                                           "denied" in message
     assert not out.exists()
+    # A URL: read through TensorFlow's file systems; one it cannot read (a scheme it lacks, or
+    # a host it cannot reach: a traceback before) is named in one line.
+    message = _cli_error(capsys, *train[:4], "s3://bucket/*.txt", *train[5:])
+    assert "corpus 's3://bucket/*.txt' cannot be read: File system scheme 's3' not " \
+           "implemented" in message
+    assert not out.exists()
 
 
 def test_a_train_that_fails_on_its_corpus_leaves_no_output_directory(tmp_path, capsys):

@@ -233,19 +233,31 @@ def _find_files(source, log=True):
         raise FileNotFoundError("no corpus files given (an empty list of globs)")
     files = {}  # an ordered set
     for pattern in patterns:
-        matches = [f for f in sorted(tf.io.gfile.glob(pattern)) if not tf.io.gfile.isdir(f)]
+        matches = [f for f in sorted(_remote(tf.io.gfile.glob, pattern)) if not _remote(
+            tf.io.gfile.isdir, f)]
         if not matches:
             raise FileNotFoundError(f"no corpus file matches {pattern!r}")
         files.update(dict.fromkeys(matches))
     files = list(files)
     for f in files:
         _check_readable(f, patterns)
-    if not any(_has_text(f) for f in files):
+    if not any(_remote(_has_text, f) for f in files):
         raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
                          f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
     if log:
         logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
     return files
+
+
+def _remote(function, path):
+    """`function(path)`, TensorFlow's file-system error (a URL's: a scheme this TensorFlow
+    cannot read, a host it cannot reach) an OSError that names `path` in one line."""
+    try:
+        return function(path)
+    except tf.errors.OpError as error:
+        reason = error.message.strip().splitlines()[0] if error.message.strip() else \
+            type(error).__name__
+        raise OSError(f"corpus {path!r} cannot be read: {reason}") from None
 
 
 def _check_readable(path, patterns):
