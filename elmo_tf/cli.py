@@ -435,6 +435,10 @@ def _dump(args):
     from elmo_tf.models.load_backbone import load_backbone
 
     sentences = _read_sentences(args.input)
+    if not sentences:
+        source = "stdin" if args.input == "-" else args.input
+        raise ValueError(f"{source} has no lines: give one sentence per line (tokens separated "
+                         "by spaces; an empty line is an empty sentence); nothing was written.")
     backbone = load_backbone(*_model_files(args))
     tokens = write_embeddings(backbone, sentences, args.output, layers=args.layers,
                               batch_size=args.batch_size)

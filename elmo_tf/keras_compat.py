@@ -10,6 +10,7 @@ rather than letting a hook fail deep inside a run.
 import contextlib
 import io
 import os
+import sys
 
 import keras
 import tensorflow as tf
@@ -45,6 +46,23 @@ check_versions()
 
 
 # --- layers --------------------------------------------------------------------------------
+
+def progress_verbosity(verbose="auto"):
+    """The `verbose` to give Keras's `fit` and `Progbar`: `"auto"` is 1 (a bar redrawn in
+    place) on a terminal or in a notebook, and 2 (one plain line per epoch) where the output
+    goes to a file or a pipe; any other value is returned as it is.
+
+    Why: Keras 3.15's `Progbar` takes every POSIX process for a terminal (`"posix" in
+    sys.modules`), so a redirected log fills with ANSI colours, backspaces and carriage
+    returns. Upstream fix that would retire this: `Progbar` asking `sys.stdout.isatty()` only.
+
+    Example:
+    >>> model.fit(dataset, epochs=3, verbose=progress_verbosity())
+    """
+    if verbose != "auto":
+        return verbose
+    return 1 if sys.stdout.isatty() or "ipykernel" in sys.modules else 2
+
 
 def sublayers(layer):
     """Every layer inside `layer` (itself excluded), at any depth: those a functional model

@@ -405,6 +405,12 @@ def test_a_model_that_is_no_bilm_is_named_by_every_command_that_reads_one(finetu
                 (missing, f"--model {missing}: no such directory"),
                 (empty, f"--model {empty} lacks options.json")):
             assert expected in _cli_error(capsys, *command, "--model", str(model)), command
+    # An empty sentence file, given a biLM: refused by name (it used to write a file of 0
+    # sentences and report it).
+    (tmp_path / "none.txt").write_text("")
+    assert (f"{tmp_path / 'none.txt'} has no lines: give one sentence per line" in _cli_error(
+        capsys, "dump", str(tmp_path / "none.txt"), str(tmp_path / "v.hdf5"), "--model",
+        str(finetuned["bilm"])))
     assert not (tmp_path / "v.hdf5").exists() and not (tmp_path / "task").exists()
 
 

@@ -21,7 +21,11 @@ def test_embed_writes_the_bilm_tf_dump_layout(tiny_model, tmp_path, capsys):
     assert main(["embed", "--options", str(options_file), "--weights", str(weight_file),
                  "--input", str(tmp_path / "in.txt"), "--output", str(out),
                  "--batch-size", "2"]) == 0
-    assert "wrote 4 sentences (15 tokens)" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "wrote 4 sentences (15 tokens)" in printed.out
+    # The progress bar, on a stderr that is no terminal: one plain line (Keras's own bar is
+    # redrawn in place with ANSI colours in any POSIX process).
+    assert "4/4 - " in printed.err and not set("\x1b\b\r") & set(printed.err), printed.err
     backbone = ElmoBackbone.from_allennlp(options_file, weight_file)
     lines = [line.split() for line in SENTENCES.splitlines()]
     with h5py.File(out, "r") as f:

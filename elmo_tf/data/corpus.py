@@ -226,6 +226,9 @@ def corpus_bytes(source):
     return sum(tf.io.gfile.stat(f).length for f in _find_files(source, log=False))
 
 
+_FOUND = set()  # the globs `_find_files` has logged, with the files they matched
+
+
 def _find_files(source, log=True):
     single = isinstance(source, (str, bytes, os.PathLike))
     patterns = [os.fsdecode(p) for p in ([source] if single else source)]
@@ -244,7 +247,8 @@ def _find_files(source, log=True):
     if not any(_remote(_has_text, f) for f in files):
         raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
                          f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
-    if log:
+    if log and (tuple(patterns), tuple(files)) not in _FOUND:  # once a process, not per pass
+        _FOUND.add((tuple(patterns), tuple(files)))
         logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
     return files
 

@@ -51,7 +51,7 @@ from elmo_tf.checks import (MISSING, check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import scratch_directory, write_json_atomically
-from elmo_tf.keras_compat import without_optimizer
+from elmo_tf.keras_compat import progress_verbosity, without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -259,7 +259,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                 _epochs(model, data["train"], batch_size, seed, done, epochs, compiled,
                         given.get("train")),
                 initial_epoch=done, epochs=epochs, steps_per_epoch=steps,
-                verbose=verbose, shuffle=False,  # each epoch's order: `_epochs`
+                verbose=progress_verbosity(verbose), shuffle=False,  # each epoch's order: `_epochs`
                 callbacks=[_DevScore(model, score, data["dev"], record, run,
                                      checkpoints, patience, metric, seed),
                            keras.callbacks.TensorBoard(run.logs),
@@ -632,7 +632,8 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
                 ", ".join(splits), needed / 2**30, directory)
     progress = keras.utils.Progbar(sum(len(n) for split in splits
                                        for n in lengths[split].values()), unit_name="text",
-                                   verbose=1 if verbose in ("auto", 1, True) else 0)
+                                   verbose=progress_verbosity(verbose) if verbose in ("auto", 1, True)
+                                   else 0)
     given = {split: {} for split in splits}  # every file made (its space taken) first
 
     def close():

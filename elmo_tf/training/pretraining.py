@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from elmo_tf.checks import MISSING, check_positive_ints, damaged_field, is_number, is_whole
 from elmo_tf.data.corpus import BUILTIN_CORPUS, corpus_identity, read_corpus
+from elmo_tf.keras_compat import progress_verbosity
 from elmo_tf.optimizers import Adam, SparseAdagrad, WarmupLinearDecay
 from elmo_tf.recipes.recipe import Recipe
 from elmo_tf.training.checkpoints import Checkpoint, restore, trained_past
@@ -256,15 +257,18 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         # the interval drops them. The largest divisor of the interval up to 50 keeps them.
         log_every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=log_every))
-    length = (f"{done + (intervals - first) * interval} steps" if budget is None else
-              f"{minutes:g} minutes ({budget.left() / 60:.1f} left)")
+    planned = done + (intervals - first) * interval
+    length = (f"{minutes:g} minutes ({budget.left() / 60:.1f} left)" if budget is not None else
+              f"{planned} steps" if planned == total else
+              f"{planned} steps, the {total} asked rounded up to whole checkpoint intervals")
     logger.info("%s: %s (%d steps per pass over the corpus, %d pairs of %d sentences), "
                 "checkpoint every %d steps", recipe.name, length, steps_per_epoch, pairs,
                 size["sentences"], interval)
     with quiet_end_of_data():
         history = lm.fit(dataset, epochs=intervals, initial_epoch=first,
                          steps_per_epoch=interval, validation_data=validation_data,
-                         callbacks=callbacks, verbose=verbose, shuffle=False)
+                         callbacks=callbacks, verbose=progress_verbosity(verbose),
+                         shuffle=False)
     logs = {k: v[-1] for k, v in history.history.items()} if history.history else {}
     # The losses only: a metric of nothing counted (a held-out masking that selected no token)
     # is NaN without anything having gone wrong.
