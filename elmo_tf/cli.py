@@ -434,12 +434,13 @@ def _dump(args):
     from elmo_tf.export.embeddings_hdf5 import write_embeddings
     from elmo_tf.models.load_backbone import load_backbone
 
+    files = _model_files(args)  # a wrong --model first: not after waiting on stdin
     sentences = _read_sentences(args.input)
     if not sentences:
         source = "stdin" if args.input == "-" else args.input
         raise ValueError(f"{source} has no lines: give one sentence per line (tokens separated "
                          "by spaces; an empty line is an empty sentence); nothing was written.")
-    backbone = load_backbone(*_model_files(args))
+    backbone = load_backbone(*files)
     tokens = write_embeddings(backbone, sentences, args.output, layers=args.layers,
                               batch_size=args.batch_size)
     layers, width = backbone.num_layers, backbone.output_dim

@@ -49,8 +49,9 @@ check_versions()
 
 def progress_verbosity(verbose="auto"):
     """The `verbose` to give Keras's `fit` and `Progbar`: `"auto"` is 1 (a bar redrawn in
-    place) on a terminal or in a notebook, and 2 (one plain line per epoch) where the output
-    goes to a file or a pipe; any other value is returned as it is.
+    place) on a terminal or in a notebook, and 2 where the output goes to a file or a pipe (one
+    plain line per epoch of `fit`; a `Progbar` writes its line when it finishes); any other
+    value is returned as it is.
 
     Why: Keras 3.15's `Progbar` takes every POSIX process for a terminal (`"posix" in
     sys.modules`), so a redirected log fills with ANSI colours, backspaces and carriage
@@ -61,7 +62,8 @@ def progress_verbosity(verbose="auto"):
     """
     if verbose != "auto":
         return verbose
-    return 1 if sys.stdout.isatty() or "ipykernel" in sys.modules else 2
+    terminal = getattr(sys.stdout, "isatty", lambda: False)()  # (None under pythonw)
+    return 1 if terminal or "ipykernel" in sys.modules else 2
 
 
 def sublayers(layer):

@@ -407,10 +407,12 @@ def test_a_model_that_is_no_bilm_is_named_by_every_command_that_reads_one(finetu
             assert expected in _cli_error(capsys, *command, "--model", str(model)), command
     # An empty sentence file, given a biLM: refused by name (it used to write a file of 0
     # sentences and report it).
-    (tmp_path / "none.txt").write_text("")
-    assert (f"{tmp_path / 'none.txt'} has no lines: give one sentence per line" in _cli_error(
-        capsys, "dump", str(tmp_path / "none.txt"), str(tmp_path / "v.hdf5"), "--model",
-        str(finetuned["bilm"])))
+    none = tmp_path / "none.txt"
+    none.write_text("")
+    for command in (["dump", str(none), str(tmp_path / "v.hdf5")],
+                    ["embed", "--input", str(none), "--output", str(tmp_path / "v.hdf5")]):
+        assert f"{none} has no lines: give one sentence per line" in _cli_error(
+            capsys, *command, "--model", str(finetuned["bilm"])), command
     assert not (tmp_path / "v.hdf5").exists() and not (tmp_path / "task").exists()
 
 

@@ -467,9 +467,10 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
 
 def _check_columns(path, texts, labels):
     """A ValueError naming `path` when its label column holds more distinct values (over 2)
-    than one of its text columns: no task has more classes than texts, and swapped columns
-    (`text<TAB>label`, as some datasets ship) would train a classifier of sentences on the
-    labels' few words without a word of warning.
+    than its last text column, whose values are all single words: the layout of swapped
+    columns (`text<TAB>label`, or `text_a<TAB>text_b<TAB>label`, as some datasets ship), which
+    would train a classifier of sentences on the labels' few words without a word of warning.
+    (A pair's first text may repeat with several labels, as an NLI premise does: not checked.)
 
     Example:
     >>> _check_columns("train.tsv", [("0",), ("1",), ("1",)], ["a film", "dull", "fun"])
@@ -477,16 +478,14 @@ def _check_columns(path, texts, labels):
     ValueError: train.tsv: 3 different labels for only 2 different texts ...
     """
     classes = len(set(labels))
-    if classes <= 2:
-        return
-    for column in zip(*texts):
-        inputs = len(set(column))
-        if classes > inputs:
-            shown = ", ".join(repr(label) for label in list(dict.fromkeys(labels))[:2])
-            layout = "label<TAB>text" if len(texts[0]) == 1 else "label<TAB>text_a<TAB>text_b"
-            raise ValueError(f"{path}: {classes} different labels for only {inputs} different "
-                             f"text{'s' * (inputs > 1)} (labels such as {shown}): are its "
-                             f"columns swapped? Each line is {layout}, the label first.")
+    column = [row[-1] for row in texts]
+    inputs = len(set(column))
+    if classes > max(2, inputs) and all(len(text.split()) <= 1 for text in column):
+        shown = ", ".join(repr(label) for label in list(dict.fromkeys(labels))[:2])
+        layout = "label<TAB>text" if len(texts[0]) == 1 else "label<TAB>text_a<TAB>text_b"
+        raise ValueError(f"{path}: {classes} different labels for only {inputs} different "
+                         f"text{'s' * (inputs > 1)} (labels such as {shown}): are its "
+                         f"columns swapped? Each line is {layout}, the label first.")
 
 
 def _check_no_header(path, texts, labels):
@@ -632,8 +631,8 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
                 ", ".join(splits), needed / 2**30, directory)
     progress = keras.utils.Progbar(sum(len(n) for split in splits
                                        for n in lengths[split].values()), unit_name="text",
-                                   verbose=progress_verbosity(verbose) if verbose in ("auto", 1, True)
-                                   else 0)
+                                   verbose=(progress_verbosity(verbose)
+                                            if verbose in ("auto", 1, 2, True) else 0))
     given = {split: {} for split in splits}  # every file made (its space taken) first
 
     def close():

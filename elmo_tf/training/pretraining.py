@@ -260,7 +260,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     planned = done + (intervals - first) * interval
     length = (f"{minutes:g} minutes ({budget.left() / 60:.1f} left)" if budget is not None else
               f"{planned} steps" if planned == total else
-              f"{planned} steps, the {total} asked rounded up to whole checkpoint intervals")
+              f"{planned} steps, the run's {total} rounded up to whole checkpoint intervals")
     logger.info("%s: %s (%d steps per pass over the corpus, %d pairs of %d sentences), "
                 "checkpoint every %d steps", recipe.name, length, steps_per_epoch, pairs,
                 size["sentences"], interval)

@@ -261,6 +261,13 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    # Not swapped: an NLI premise that repeats with three labels (one distinct first text),
+    # and a classifier whose few texts are sentences; each passes the columns' check.
+    premise = "a man plays a guitar"
+    finetuning._check_columns("nli.tsv", [(premise, h) for h in GOOD[:3]],
+                              ["entailment", "neutral", "contradiction"])
+    finetuning._check_columns("few.tsv", [("a good film",), ("a good film",), ("so bad",)],
+                              ["pos", "odd", "neg"])
 
 
 def test_a_fixed_mix_uses_the_layers_it_names(bilm, tmp_path, capsys):
