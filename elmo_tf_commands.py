@@ -72,10 +72,14 @@ COMMANDS = {
 
 def command_parser():
     """The command line without its commands' flags: `(parser, {name: subparser})`."""
-    parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.")
+    # No abbreviated flags: `--step 10` is not silently `--steps 10` (and a flag added later
+    # cannot change what an abbreviation in someone's script means).
+    parser = argparse.ArgumentParser(prog=PROG, description="ELMo in TensorFlow 2 / Keras 3.",
+                                     allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    return parser, {name: commands.add_parser(name, help=help_, description=description)
+    return parser, {name: commands.add_parser(name, help=help_, description=description,
+                                              allow_abbrev=False)
                     for name, (help_, description) in COMMANDS.items()}
 
 

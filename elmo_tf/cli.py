@@ -17,7 +17,9 @@ import contextvars
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 
 from elmo_tf_commands import PROG, command_parser
 
@@ -47,8 +49,11 @@ def main(argv=None):
             return args.run(args)
         except (ValueError, TypeError, OSError, ImportError, FloatingPointError) as error:
             parser.exit(2, f"{PROG}: error: {error}\n")
-        except KeyboardInterrupt:
-            parser.exit(130, f"{PROG}: interrupted; {_kept(args)}\n")
+        except KeyboardInterrupt as stop:  # Ctrl-C, or SIGTERM in `main_process`
+            terminated = isinstance(stop, Terminated)
+            parser.exit(143 if terminated else 130,
+                        f"{PROG}: {'terminated' if terminated else 'interrupted'}; "
+                        f"{_kept(args)}\n")
         except Exception as error:
             if not _is_input_error(error):
                 raise
@@ -70,8 +75,33 @@ def main_process(argv=None):
     killed."""
     from elmo_tf.files import private_temporary_directory
 
-    with private_temporary_directory():
+    with private_temporary_directory(), _sigterm_as_interrupt():
         return main(argv)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill`, a batch scheduler's stop) while `main_process` runs: raised in the main
+    thread, so that the command ends as on Ctrl-C (its locks released, its temporaries removed,
+    one line saying what was kept), with exit status 143 (128 + SIGTERM)."""
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt():
+    """SIGTERM raises `Terminated` inside the block (where SIGTERM has Python's default
+    action, and in the main thread, the only one that can handle signals); restored after."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _is_input_error(error):
@@ -435,6 +465,10 @@ def _dump(args):
     from elmo_tf.models.load_backbone import load_backbone
 
     files = _model_files(args)  # a wrong --model first: not after waiting on stdin
+    if os.path.isdir(args.output):  # before the work, not at the rename after it
+        flag = "output" if args.command == "dump" else "--output"  # dump's is positional
+        raise ValueError(f"{flag} {args.output} is a directory: give the path of the .hdf5 "
+                         "file to write.")
     sentences = _read_sentences(args.input)
     if not sentences:
         source = "stdin" if args.input == "-" else args.input

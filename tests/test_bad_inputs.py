@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -413,6 +414,13 @@ def test_a_model_that_is_no_bilm_is_named_by_every_command_that_reads_one(finetu
                     ["embed", "--input", str(none), "--output", str(tmp_path / "v.hdf5")]):
         assert f"{none} has no lines: give one sentence per line" in _cli_error(
             capsys, *command, "--model", str(finetuned["bilm"])), command
+    # An output that is a directory: named before any work (it was the rename's bare
+    # `[Errno 21] Is a directory` after embedding everything).
+    for command, flag in ((["dump", sentences, str(tmp_path)], "output"),
+                          (["embed", "--input", sentences, "--output", str(tmp_path)],
+                           "--output")):
+        assert f"{flag} {tmp_path} is a directory: give the path of the .hdf5 file" in \
+            _cli_error(capsys, *command, "--model", str(finetuned["bilm"])), command
     assert not (tmp_path / "v.hdf5").exists() and not (tmp_path / "task").exists()
 
 
@@ -682,6 +690,13 @@ def test_a_finetune_of_another_task_into_a_run_is_named_another_run(finetuned, t
                          str(conll), "--model", str(finetuned["bilm"]), "--output", str(out))
     assert f"{out} holds another run (run.json differs: " in message, message
     assert "put back what it wrote" not in message
+    # Another recipe into a biLM's run: the recipes' names first (a label, not compared).
+    train = finetuned["train"] + ["--corpus", finetuned["corpus"]]
+    train[train.index("--recipe") + 1] = "tiny_masked"
+    message = _cli_error(capsys, *train)
+    recipe = finetuned["bilm"].parent / "recipe.json"
+    assert f"{finetuned['bilm']} holds another run (recipe 'tiny ({recipe})' then, " \
+        "'tiny_masked' now; run.json differs: " in message, message
 
 
 @pytest.mark.parametrize("which", ["--train", "--dev"])
@@ -751,3 +766,17 @@ def test_ctrl_c_says_what_was_kept_and_how_to_resume(finetuned, tmp_path, capsys
             cli.main(argv)
         assert exit_info.value.code == 130
         assert f"interrupted; {kept}" in capsys.readouterr().err
+
+    def terminated(*args, **kwargs):  # `kill`, as a batch scheduler stops a job
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # (else it ends pytest)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(30)  # the handler raises here
+        raise AssertionError("SIGTERM did not stop the command")
+
+    monkeypatch.setattr(training, "train", terminated)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main_process(train)
+    assert exit_info.value.code == 143
+    assert f"terminated; kept {finetuned['bilm'] / 'checkpoints' / 'ckpt-000000002.weights.h5'}" \
+        in capsys.readouterr().err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # as it was

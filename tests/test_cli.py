@@ -174,6 +174,19 @@ def test_every_flag_has_help():
     assert missing == []
 
 
+def test_an_abbreviated_flag_is_refused(tmp_path, capsys):
+    """`--step 10` is not taken for `--steps 10` (argparse's default), in any command."""
+    for argv in (["train", "--recipe", "tiny", "--corpus", "builtin", "--output",
+                  str(tmp_path / "m"), "--step", "10"],
+                 ["embed", "--model", str(tmp_path), "--output", str(tmp_path / "v.hdf5"),
+                  "--batch", "4"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+        assert f"unrecognized arguments: {argv[-2]} {argv[-1]}" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_url_output_is_refused_by_name_and_nothing_is_written(tmp_path, capsys, monkeypatch):
     """`--output gs://bucket/elmo` never becomes a local folder `gs:`."""
     monkeypatch.chdir(tmp_path)

@@ -97,9 +97,9 @@ def build_vocabulary(dataset_or_source, *, min_count=1, max_size=None, progress=
     left_out = sum(counter.values()) - sum(c for _, c in kept)
     counts = [sentences + special[Vocabulary.BOS], sentences + special[Vocabulary.EOS],
               left_out + special[Vocabulary.UNK]] + [c for _, c in kept]
-    logger.info("vocabulary: %d words kept of %d distinct (%d sentences, %d tokens, %.2f%% of the "
-                "tokens out of vocabulary)", len(kept), len(words), sentences, total,
-                100.0 * left_out / total)
+    logger.info("vocabulary: %s words kept of %s distinct (%s sentences, %s tokens, %.2f%% of the "
+                "tokens out of vocabulary)", f"{len(kept):,}", f"{len(words):,}", f"{sentences:,}",
+                f"{total:,}", 100.0 * left_out / total)
     return Vocabulary(list(Vocabulary.SPECIALS) + [t for t, _ in kept], counts)
 
 

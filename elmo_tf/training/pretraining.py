@@ -250,6 +250,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if budget is not None:
         callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
+        callbacks.append(BudgetProgress(minutes))  # Keras's bar, without "Epoch 3/1000000"
     callbacks.append(StepTimes(run if is_chief(strategy) else None, record, tokens_per_step))
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
@@ -261,9 +262,9 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     length = (f"{minutes:g} minutes ({budget.left() / 60:.1f} left)" if budget is not None else
               f"{planned} steps" if planned == total else
               f"{planned} steps, the run's {total} rounded up to whole checkpoint intervals")
-    logger.info("%s: %s (%d steps per pass over the corpus, %d pairs of %d sentences), "
-                "checkpoint every %d steps", recipe.name, length, steps_per_epoch, pairs,
-                size["sentences"], interval)
+    logger.info("%s: %s (%s steps per pass over the corpus of %s sentences, %s tokens), "
+                "checkpoint every %s steps", recipe.name, length, f"{steps_per_epoch:,}",
+                f"{size['sentences']:,}", f"{size['tokens']:,}", f"{interval:,}")
     with quiet_end_of_data():
         history = lm.fit(dataset, epochs=intervals, initial_epoch=first,
                          steps_per_epoch=interval, validation_data=validation_data,
@@ -297,6 +298,30 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
 
 # A run with a time budget plans this many checkpoint intervals: more than it can train.
 UNBOUNDED_INTERVALS = 10**6
+
+
+class BudgetProgress(keras.callbacks.ProgbarLogger):
+    """Keras's progress bar for a run with a time budget: each checkpoint interval headed
+    `Epoch 3 (a 30-minute budget)`, not `Epoch 3/1000000` (the intervals `fit` is given are
+    only a bound, `UNBOUNDED_INTERVALS`). Given in `fit`'s callbacks, it replaces Keras's own.
+
+    Example:
+    >>> model.fit(dataset, epochs=UNBOUNDED_INTERVALS, callbacks=[TimeBudget(...),
+    ...                                                          BudgetProgress(30)])
+    """
+
+    def __init__(self, minutes):
+        super().__init__()
+        self.minutes = minutes
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epochs = 1  # Keras's "Epoch k/N" line: printed only for more than one epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        super().on_epoch_begin(epoch, logs)
+        if self.verbose:
+            print(f"Epoch {epoch + 1} (a {self.minutes:g}-minute budget)", flush=True)
 
 
 class TimeBudget(keras.callbacks.Callback):

@@ -142,7 +142,11 @@ class RunDirectory:
             raise ValueError(f"the corpus of the run in {self.path} changed since the run "
                              f"started ({_difference(old, new)}): give it the files it trained "
                              "on to resume it, or another --output for a new run.")
-        raise ValueError(f"{self.path} holds another run (run.json differs: "
+        names = [s["recipe"].get("name") if isinstance(s.get("recipe"), dict) else None
+                 for s in (previous["settings"], settings)]
+        recipes = (f"recipe {names[0]!r} then, {names[1]!r} now; " if names[0] != names[1]
+                   else "")
+        raise ValueError(f"{self.path} holds another run ({recipes}run.json differs: "
                          f"{_difference(old, new)}); give another --output or delete it.")
 
     def _recorded_corpus(self, recorded, now):

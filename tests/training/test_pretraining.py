@@ -108,11 +108,11 @@ def test_a_recipe_with_steps_trains_them_by_default_and_its_runs_resume_under_an
 
 
 def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(corpus, tmp_path,
-                                                                              caplog):
+                                                                              caplog, capsys):
     """`minutes`: the run stops once that much of `fit` has passed (checkpointed where it
     stops, the seconds recorded), a rerun of a spent budget trains nothing (a rerun without
     a length keeps the budget: not the recipe's epochs), and a larger budget resumes with what
-    is left of it."""
+    is left of it; its progress names the budget, not the bound on intervals `fit` is given."""
     import json
     import logging
 
@@ -136,9 +136,12 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
     # 9 s more than the first run trained (on a loaded machine its first step alone can take
     # more than a fixed larger budget: then nothing would be left of it).
     larger = record["trained_seconds"] / 60 + 0.15
+    capsys.readouterr()
     more = training.train(RECIPE, corpus["train"], str(output), minutes=larger,
-                          checkpoint_every=1000, verbose=0)
+                          checkpoint_every=1000, verbose=2)
     assert more["steps"] > first["steps"]
+    printed = capsys.readouterr().out
+    assert f"Epoch 1 (a {larger:g}-minute budget)" in printed and "Epoch 1/" not in printed
     assert json.loads((output / "run.json").read_text())["trained_seconds"] >= larger * 60 - 0.05
     with pytest.raises(ValueError, match="one of epochs, steps and minutes"):
         training.train(RECIPE, corpus["train"], str(output), minutes=1, steps=5)
