@@ -75,8 +75,12 @@ def main_process(argv=None):
     killed."""
     from elmo_tf.files import private_temporary_directory
 
-    with private_temporary_directory(), _sigterm_as_interrupt():
-        return main(argv)
+    try:
+        with private_temporary_directory(), _sigterm_as_interrupt():
+            return main(argv)
+    except Terminated:  # outside `main`'s own handling (while it parsed or reported)
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 143
 
 
 class Terminated(KeyboardInterrupt):
@@ -95,6 +99,7 @@ def _sigterm_as_interrupt():
         return
 
     def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
         raise Terminated()
 
     previous = signal.signal(signal.SIGTERM, terminate)

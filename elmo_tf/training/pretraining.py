@@ -250,7 +250,6 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     callbacks = [keras.callbacks.TerminateOnNaN(), Checkpoint(run.checkpoints)]
     if budget is not None:
         callbacks.append(budget)  # after Checkpoint: it records the seconds of the one saved
-        callbacks.append(BudgetProgress(minutes))  # Keras's bar, without "Epoch 3/1000000"
     callbacks.append(StepTimes(run if is_chief(strategy) else None, record, tokens_per_step))
     if is_chief(strategy):
         # Keras writes an interval's `epoch_*` metrics (validation included) under the last
@@ -258,10 +257,12 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         # the interval drops them. The largest divisor of the interval up to 50 keeps them.
         log_every = max(d for d in range(1, min(50, interval) + 1) if interval % d == 0)
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=log_every))
+    if budget is not None:  # Keras's bar (last, as Keras places its own), without "Epoch 3/1000000"
+        callbacks.append(BudgetProgress(minutes))
     planned = done + (intervals - first) * interval
     length = (f"{minutes:g} minutes ({budget.left() / 60:.1f} left)" if budget is not None else
-              f"{planned} steps" if planned == total else
-              f"{planned} steps, the run's {total} rounded up to whole checkpoint intervals")
+              f"{planned:,} steps" if planned == total else
+              f"{planned:,} steps, the run's {total:,} rounded up to whole checkpoint intervals")
     logger.info("%s: %s (%s steps per pass over the corpus of %s sentences, %s tokens), "
                 "checkpoint every %s steps", recipe.name, length, f"{steps_per_epoch:,}",
                 f"{size['sentences']:,}", f"{size['tokens']:,}", f"{interval:,}")

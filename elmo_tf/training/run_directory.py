@@ -144,8 +144,8 @@ class RunDirectory:
                              "on to resume it, or another --output for a new run.")
         names = [s["recipe"].get("name") if isinstance(s.get("recipe"), dict) else None
                  for s in (previous["settings"], settings)]
-        recipes = (f"recipe {names[0]!r} then, {names[1]!r} now; " if names[0] != names[1]
-                   else "")
+        recipes = (f"recipe {names[0]!r} then, {names[1]!r} now; "
+                   if all(isinstance(n, str) for n in names) and names[0] != names[1] else "")
         raise ValueError(f"{self.path} holds another run ({recipes}run.json differs: "
                          f"{_difference(old, new)}); give another --output or delete it.")
 
