@@ -39,9 +39,9 @@ def main(argv=None):
     for name in ("output", "json"):  # what the command writes: local files only
         value = getattr(args, name, None)
         if value is not None and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
-            flag = name if args.command == "dump" else f"--{name}"  # dump's is positional
-            parser.exit(2, f"{PROG}: error: {flag} {value} is a URL; elmo-tf writes to local "
-                           "paths only (write locally, then copy, e.g. gcloud storage cp -r).\n")
+            parser.exit(2, f"{PROG}: error: {_flag(args, name)} {value} is a URL; elmo-tf "
+                           "writes to local paths only (write locally, then copy, e.g. gcloud "
+                           "storage cp -r).\n")
     # Results on stdout; progress bars (Keras prints them on stdout) and log lines on stderr.
     results = _RESULTS.set(_RESULTS.get() or sys.stdout)  # (a nested main: the outer one's)
     with _library_log_on_stderr(), contextlib.redirect_stdout(sys.stderr):
@@ -60,6 +60,11 @@ def main(argv=None):
             parser.exit(2, f"{PROG}: error: {_input_error_message(error)}\n")
         finally:
             _RESULTS.reset(results)
+
+
+def _flag(args, name):
+    """How the command line names the argument `name` (`dump`'s output is positional)."""
+    return name if args.command == "dump" else f"--{name}"
 
 
 def _say(*parts):
@@ -471,9 +476,8 @@ def _dump(args):
 
     files = _model_files(args)  # a wrong --model first: not after waiting on stdin
     if os.path.isdir(args.output):  # before the work, not at the rename after it
-        flag = "output" if args.command == "dump" else "--output"  # dump's is positional
-        raise ValueError(f"{flag} {args.output} is a directory: give the path of the .hdf5 "
-                         "file to write.")
+        raise ValueError(f"{_flag(args, 'output')} {args.output} is a directory: give the path "
+                         "of the .hdf5 file to write.")
     sentences = _read_sentences(args.input)
     if not sentences:
         source = "stdin" if args.input == "-" else args.input

@@ -47,25 +47,6 @@ check_versions()
 
 # --- layers --------------------------------------------------------------------------------
 
-def progress_verbosity(verbose="auto"):
-    """The `verbose` to give Keras's `fit` and `Progbar`: `"auto"` is 1 (a bar redrawn in
-    place) on a terminal or in a notebook, and 2 where the output goes to a file or a pipe (one
-    plain line per epoch of `fit`; a `Progbar` writes its line when it finishes); any other
-    value is returned as it is.
-
-    Why: Keras 3.15's `Progbar` takes every POSIX process for a terminal (`"posix" in
-    sys.modules`), so a redirected log fills with ANSI colours, backspaces and carriage
-    returns. Upstream fix that would retire this: `Progbar` asking `sys.stdout.isatty()` only.
-
-    Example:
-    >>> model.fit(dataset, epochs=3, verbose=progress_verbosity())
-    """
-    if verbose != "auto":
-        return verbose
-    terminal = getattr(sys.stdout, "isatty", lambda: False)()  # (None under pythonw)
-    return 1 if terminal or "ipykernel" in sys.modules else 2
-
-
 def sublayers(layer):
     """Every layer inside `layer` (itself excluded), at any depth: those a functional model
     lists, and those held as attributes (a `Bidirectional`'s two directions, an
@@ -209,7 +190,26 @@ def preset_has_file(loader, name):
     return check_file_exists(loader.preset, name)
 
 
-# --- models: fit under distribution strategies ---------------------------------------------
+# --- models: fit (its progress; under distribution strategies) ----------------------------
+
+def progress_verbosity(verbose="auto"):
+    """The `verbose` to give Keras's `fit` and `Progbar`: `"auto"` is 1 (a bar redrawn in
+    place) on a terminal or in a notebook, and 2 where the output goes to a file or a pipe (one
+    plain line per epoch of `fit`; a `Progbar` writes its line when it finishes); any other
+    value is returned as it is.
+
+    Why: Keras 3.15's `Progbar` takes every POSIX process for a terminal (`"posix" in
+    sys.modules`), so a redirected log fills with ANSI colours, backspaces and carriage
+    returns. Upstream fix that would retire this: `Progbar` asking `sys.stdout.isatty()` only.
+
+    Example:
+    >>> model.fit(dataset, epochs=3, verbose=progress_verbosity())
+    """
+    if verbose != "auto":
+        return verbose
+    terminal = getattr(sys.stdout, "isatty", lambda: False)()  # (None under pythonw)
+    return 1 if terminal or "ipykernel" in sys.modules else 2
+
 
 def in_multi_worker_mode(strategy):
     """Whether `strategy` spans several workers (a MultiWorkerMirroredStrategy with a cluster,

@@ -259,10 +259,13 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
         callbacks.append(keras.callbacks.TensorBoard(run.logs, update_freq=log_every))
     if budget is not None:  # Keras's bar (last, as Keras places its own), without "Epoch 3/1000000"
         callbacks.append(BudgetProgress(minutes))
-    planned = done + (intervals - first) * interval
-    length = (f"{minutes:g} minutes ({budget.left() / 60:.1f} left)" if budget is not None else
-              f"{planned:,} steps" if planned == total else
-              f"{planned:,} steps, the run's {total:,} rounded up to whole checkpoint intervals")
+    if budget is not None:
+        length = f"{minutes:g} minutes ({round(budget.left() / 60, 2):g} left)"
+    else:
+        planned = done + (intervals - first) * interval
+        length = (f"{planned:,} steps" if planned == total else
+                  f"{planned:,} steps, the run's {total:,} rounded up to whole checkpoint "
+                  "intervals")
     logger.info("%s: %s (%s steps per pass over the corpus of %s sentences, %s tokens), "
                 "checkpoint every %s steps", recipe.name, length, f"{steps_per_epoch:,}",
                 f"{size['sentences']:,}", f"{size['tokens']:,}", f"{interval:,}")
