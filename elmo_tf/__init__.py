@@ -6,7 +6,7 @@ Example:
 >>> vectors = elmo([["The", "cat", "sat", "."], ["Hello", "", "", ""]])  # [2, 4, 2P]
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # Before anything here imports TensorFlow: its XLA flags are read when it first compiles.
 from elmo_tf import xla_cache

@@ -35,7 +35,10 @@ def main(argv=None):
     0
     """
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # under the command's own usage (its flags), not the list of commands
+        command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
+        command.error(f"unrecognized arguments: {' '.join(unknown)}")
     for name in ("output", "json"):  # what the command writes: local files only
         value = getattr(args, name, None)
         if value is not None and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
@@ -444,16 +447,16 @@ def _finetune(args):
                        scalar_mix_parameters=args.scalar_mix_parameters,
                        word_embedding_dim=args.word_embedding_dim, seed=args.seed,
                        xla=args.xla, strategy=strategy)
-    scores = ", ".join(f"{k} {v:.4f}" for k, v in results["dev"].items())
-    _say(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores}")
+    def scores(split):  # a binary F1 names its class: `f1 (of 'pos') 0.8000`
+        return ", ".join(f"f1 (of {results['f1_label']!r}) {v:.4f}" if k == "f1" else
+                         f"{k} {v:.4f}" for k, v in results[split].items())
+
+    _say(f"best epoch {results['best_epoch']} of {results['epochs']}: dev {scores('dev')}")
     if "test" in results:
-        _say("test (best dev epoch): " + ", ".join(f"{k} {v:.4f}"
-                                                    for k, v in results["test"].items())
-              + "; last epoch: " + ", ".join(f"{k} {v:.4f}"
-                                             for k, v in results["test_last_epoch"].items()))
+        _say(f"test (best dev epoch): {scores('test')}; last epoch: "
+             f"{scores('test_last_epoch')}")
     if "dev_mismatched" in results:
-        _say("dev mismatched: " + ", ".join(f"{k} {v:.4f}"
-                                             for k, v in results["dev_mismatched"].items()))
+        _say(f"dev mismatched: {scores('dev_mismatched')}")
     _say(f"wrote {args.output}/task.json (a KerasHub task preset), dev_metrics.json")
     return 0
 
@@ -462,10 +465,10 @@ def _predict(args):
     from elmo_tf.files import utf8_lines
     from elmo_tf.training.finetuning import load_task_model, predictions
 
+    lines = utf8_lines(args.input)  # a wrong path first: not after loading the model
     model = load_task_model(args.model)
     source = "stdin" if args.input == "-" else args.input
-    for prediction in predictions(model, utf8_lines(args.input), source=source,
-                                  scores=args.scores):
+    for prediction in predictions(model, lines, source=source, scores=args.scores):
         _say(prediction)
     return 0
 

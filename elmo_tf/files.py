@@ -196,8 +196,8 @@ def check_free_space(path, needed_bytes, what):
         directory = os.path.dirname(directory)
     free = shutil.disk_usage(directory).free
     if needed_bytes > free:
-        raise OSError(errno.ENOSPC, f"{what} needs about {_megabytes(needed_bytes)} and "
-                                    f"{directory} has {_megabytes(free)} free; free some space "
+        raise OSError(errno.ENOSPC, f"{what} needs about {readable_size(needed_bytes)} and "
+                                    f"{directory} has {readable_size(free)} free; free some space "
                                     "or write elsewhere")
 
 
@@ -208,8 +208,17 @@ def variables_bytes(variables):
     return sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in unique)
 
 
-def _megabytes(size):
-    return f"{size / 2**20:,.1f} MB" if size >= 2**20 else f"{size:,} bytes"
+def readable_size(size):
+    """`size` bytes for people, in binary units: `"4,096 bytes"`, `"1.5 MiB"`, `"12.3 GiB"`.
+
+    Example:
+    >>> readable_size(3 * 2**29)
+    '1.5 GiB'
+    """
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20)):
+        if size >= scale:
+            return f"{size / scale:,.1f} {unit}"
+    return f"{size:,} bytes"
 
 
 @contextlib.contextmanager
@@ -290,14 +299,25 @@ def utf8_lines(path):
     """The lines of a UTF-8 text file (`"-"`: standard input), each without its line break
     (LF, CRLF or a lone CR, as Python's text mode splits lines), one at a time: a line that is
     not UTF-8 is a ValueError naming the file (or stdin) and the line, raised when that line
-    is reached (the lines before it have been yielded).
+    is reached (the lines before it have been yielded). The file is opened at once: a path
+    that is no file is an OSError naming it.
 
     Example:
     >>> for line in utf8_lines("sentences.txt"):
     ...     print(line.split())
     """
     name = "stdin" if path == "-" else os.fspath(path)
-    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+    if path == "-":
+        return _utf8_lines(sys.stdin.buffer, name, close=False)
+    try:  # at once, not at the first line: a wrong path is refused before any other work
+        return _utf8_lines(open(path, "rb"), name, close=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{name}: no such file") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{name} is a directory; give a text file") from None
+
+
+def _utf8_lines(stream, name, close):
     number = 0
     try:
         for chunk in stream:
@@ -314,7 +334,7 @@ def utf8_lines(path):
                                      f"at byte {error.start}); the file must be UTF-8 text."
                                      ) from None
     finally:
-        if path != "-":
+        if close:
             stream.close()
 
 

@@ -183,7 +183,10 @@ def test_an_abbreviated_flag_is_refused(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
         assert exit_.value.code == 2
-        assert f"unrecognized arguments: {argv[-2]} {argv[-1]}" in capsys.readouterr().err
+        err = capsys.readouterr().err  # under the command's usage, which lists its flags
+        assert err.startswith(f"usage: elmo-tf {argv[0]} [-h]"), err
+        assert err.endswith(f"elmo-tf {argv[0]}: error: unrecognized arguments: "
+                            f"{argv[-2]} {argv[-1]}\n"), err
     assert os.listdir(tmp_path) == []
 
 

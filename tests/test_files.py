@@ -1,6 +1,7 @@
 import contextlib
 import fcntl
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -151,6 +152,12 @@ def test_text_lines_end_as_pythons_text_mode_ends_them_and_bad_bytes_are_named(t
     assert next(lines) == "good"  # the lines before the bad one come first
     with pytest.raises(ValueError, match=f"{path}, line 2: not valid UTF-8"):
         next(lines)
+    # A path that is no file: refused at the call (before a command loads its model), by name.
+    with pytest.raises(FileNotFoundError, match=rf"^{re.escape(str(tmp_path / 'nope.txt'))}: "
+                                                "no such file$"):
+        utf8_lines(tmp_path / "nope.txt")
+    with pytest.raises(IsADirectoryError, match=rf"^{re.escape(str(tmp_path))} is a directory"):
+        utf8_lines(tmp_path)
 
 
 def test_another_users_scratch_directory_is_left_alone(tmp_path, monkeypatch):

@@ -223,13 +223,10 @@ def corpus_bytes(source):
     """
     if isinstance(source, str) and source.startswith("tfds:"):
         return None
-    return sum(tf.io.gfile.stat(f).length for f in _find_files(source, log=False))
+    return sum(tf.io.gfile.stat(f).length for f in _find_files(source))
 
 
-_FOUND = set()  # the globs `_find_files` has logged, with the files they matched
-
-
-def _find_files(source, log=True):
+def _find_files(source, log=False):
     single = isinstance(source, (str, bytes, os.PathLike))
     patterns = [os.fsdecode(p) for p in ([source] if single else source)]
     if not patterns:
@@ -247,8 +244,7 @@ def _find_files(source, log=True):
     if not any(_remote(_has_text, f) for f in files):
         raise ValueError(f"the corpus is empty: the {len(files)} file(s) matching "
                          f"{', '.join(map(repr, patterns))} contain only whitespace, no tokens")
-    if log and (tuple(patterns), tuple(files)) not in _FOUND:  # once a process, not per pass
-        _FOUND.add((tuple(patterns), tuple(files)))
+    if log:
         logger.info("corpus: %d file(s) matching %s", len(files), ", ".join(patterns))
     return files
 
@@ -283,16 +279,17 @@ def _check_readable(path, patterns):
                           f"{error.strerror or error}.") from None
 
 
-def corpus_identity(source, tfds_data_dir=None):
+def corpus_identity(source, tfds_data_dir=None, log=False):
     """What makes two runs' corpora the same corpus, as run.json records it: for text files,
     each file's resolved path and size (`[{"file": ..., "bytes": ...}]`, so that the same files
     match from any working directory, by a relative or an absolute glob); `"tfds:NAME"` and
     `"builtin"` as given. Checks the files as `read_corpus` does (every glob matches, every
-    file is readable, not all are empty), so it is the check before any work."""
+    file is readable, not all are empty), so it is the check before any work; `log`: say how
+    many files the globs matched (`train` does, once; the passes over the corpus do not)."""
     if isinstance(source, str) and (source == BUILTIN_CORPUS or source.startswith("tfds:")):
         return source
     return [{"file": os.path.realpath(f) if "://" not in f else f,
-             "bytes": tf.io.gfile.stat(f).length} for f in _find_files(source)]
+             "bytes": tf.io.gfile.stat(f).length} for f in _find_files(source, log)]
 
 
 def _has_text(path, chunk_size=1 << 16):

@@ -9,6 +9,7 @@ import time
 import tensorflow as tf
 
 from elmo_tf.data.corpus import CorpusStats, corpus_bytes, read_corpus_batches
+from elmo_tf.files import readable_size
 from elmo_tf.text.vocabulary import Vocabulary
 
 logger = logging.getLogger("elmo_tf")
@@ -153,18 +154,11 @@ class _Counts:
         line = f"{sentences:,} sentences, {tokens:,} tokens, {types:,} distinct"
         read = stats.bytes_read - self.bytes_before if stats is not None else None
         if self.total_bytes and read is not None:
-            line = (f"{_size(read)} read, " if final else
+            line = (f"{readable_size(read)} read, " if final else
                     f"{min(100, 100 * read // self.total_bytes)} % of "
-                    f"{_size(self.total_bytes)}, ") + line
+                    f"{readable_size(self.total_bytes)}, ") + line
         line = "vocabulary: " + line
         line, self.width = line.ljust(self.width), len(line)  # no tail of a longer line left
         sys.stdout.write(("\r" if interactive else "") + line + ("\n" if final else ""))
         sys.stdout.flush()
 
-
-def _size(n):
-    """`n` bytes for humans: `"512 B"`, `"1.5 kB"`, `"12.3 MB"`, `"4.1 GB"`."""
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:,.1f} {unit}"
-    return f"{n} B"

@@ -50,7 +50,7 @@ from elmo_tf.checks import (MISSING, check_non_negative_int, check_positive_ints
                              damaged_field, is_whole)
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
-from elmo_tf.files import scratch_directory, write_json_atomically
+from elmo_tf.files import readable_size, scratch_directory, write_json_atomically
 from elmo_tf.keras_compat import progress_verbosity, without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
@@ -271,6 +271,8 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         results = {"dev": record["epochs"][best], "dev_last_epoch": record["epochs"][-1],
                    "best_epoch": best + 1, "epochs": len(record["epochs"]), "xla": compiled,
                    "bilm_outputs_once": record.get("bilm_outputs_once", False), "output": output}
+        if "f1" in results["dev"]:  # the F1 of which class (`scores.f1`: label id 1)
+            results["f1_label"] = model.labels[1]
         if "test" in data:  # the last epoch's weights are its checkpoint's
             model.load_weights(checkpoints.path(len(record["epochs"])))
             results["test_last_epoch"] = score(data["test"])
@@ -617,18 +619,18 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
     budget = min(FROZEN_OUTPUTS_BYTES, shutil.disk_usage(directory).free // 2)
     needed = sum(counted(split, texts) for split, texts in splits.items())
     if needed > budget:
-        logger.info("the frozen biLM's outputs of the %s texts would take %.2f GiB (more than "
-                    "%.2f, the least of %.0f and half the free space of %s): the biLM runs at "
-                    "every step", ", ".join(splits), needed / 2**30, budget / 2**30,
-                    FROZEN_OUTPUTS_BYTES / 2**30, directory)
+        logger.info("the frozen biLM's outputs of the %s texts would take %s (more than %s, "
+                    "the least of %s and half the free space of %s): the biLM runs at every "
+                    "step", ", ".join(splits), readable_size(needed), readable_size(budget),
+                    readable_size(FROZEN_OUTPUTS_BYTES), directory)
         return None
     splits = dict(splits)
     for split, texts in (scored or {}).items():
         more = counted(split, texts)
         if needed + more <= budget:
             splits[split], needed = texts, needed + more
-    logger.info("computing the frozen biLM's outputs of the %s texts once (%.2f GiB, in %s)",
-                ", ".join(splits), needed / 2**30, directory)
+    logger.info("computing the frozen biLM's outputs of the %s texts once (%s, in %s)",
+                ", ".join(splits), readable_size(needed), directory)
     progress = keras.utils.Progbar(sum(len(n) for split in splits
                                        for n in lengths[split].values()), unit_name="text",
                                    verbose=(progress_verbosity(verbose)

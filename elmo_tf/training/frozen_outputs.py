@@ -7,6 +7,8 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
+from elmo_tf.files import readable_size
+
 
 class FrozenOutputs:
     """One char-ids feature's frozen biLM outputs of a split's texts (`layers_with_boundaries`,
@@ -46,7 +48,7 @@ class FrozenOutputs:
         except OSError as error:
             os.close(fd)
             os.remove(self.path)
-            raise OSError(error.errno, f"the frozen biLM's outputs need {size / 2**20:,.1f} MiB "
+            raise OSError(error.errno, f"the frozen biLM's outputs need {readable_size(size)} "
                                        f"in {directory}: {error.strerror}") from None
         os.close(fd)
         self.values = np.memmap(self.path, np.float32, "r+", shape=shape)

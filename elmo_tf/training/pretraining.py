@@ -132,9 +132,9 @@ def train(recipe, corpus, output, *, vocabulary=None, strategy=None, epochs=None
     given_vocabulary = (Vocabulary.load(vocabulary)
                         if vocabulary is not None and run.record() is None else None)
     read = {"tokenizer": tokenizer, "tfds_data_dir": tfds_data_dir}
-    identity = corpus_identity(corpus, tfds_data_dir)
+    identity = corpus_identity(corpus, tfds_data_dir, log=True)
     if validation is not None:
-        corpus_identity(validation, tfds_data_dir)
+        corpus_identity(validation, tfds_data_dir, log=True)
     with run.opened():
         return _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, steps,
                       minutes, seed, mixed_precision, validation, checkpoint_every, read, xla,
@@ -513,6 +513,9 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     figure), and `best_perplexity` when the corpus is the built-in one. Masked ELMo:
     `perplexity` (masked LM, on the held-out masking of seed 0).
     """
+    if not os.path.isdir(model_dir):
+        raise FileNotFoundError(f"{model_dir}: no such directory (a finished training run's: "
+                                "what `elmo-tf train --output` wrote).")
     run = RunDirectory(model_dir)
     record = run.record()
     if record is None or not os.path.exists(run.language_model_file):

@@ -67,11 +67,12 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
     common = ["--task", "classify", "--train", str(train), "--dev", str(dev), "--model", bilm,
               "--dropout", "0.3"]
     out = _finetune(capsys, *common, "--output", str(tmp_path / "whole"), "--epochs", "6")
-    assert "best epoch" in out and "dev accuracy" in out
+    assert "best epoch" in out and "dev accuracy" in out and "f1 (of 'pos')" in out
     whole = json.loads((tmp_path / "whole" / "dev_metrics.json").read_text())
     assert any(name.startswith("events.out.tfevents") for _, _, names in
                os.walk(tmp_path / "whole" / "logs") for name in names)  # TensorBoard's
     assert set(whole["dev"]) == {"accuracy", "f1"} and whole["epochs"] <= 6
+    assert whole["f1_label"] == "pos"  # the F1's class: label id 1, the labels sorted
     # By default a classifier has its bag of task-trained word embeddings (64), recorded.
     settings = json.loads((tmp_path / "whole" / "run.json").read_text())["settings"]
     assert settings["word_embedding_dim"] == 64

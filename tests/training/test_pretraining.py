@@ -130,6 +130,9 @@ def test_a_time_budget_trains_for_its_minutes_in_all_and_a_larger_one_goes_on(co
     with caplog.at_level(logging.INFO, logger="elmo_tf"):
         again = training.train(RECIPE, corpus["train"], str(output), verbose=0)
     assert again["steps"] == first["steps"] and "already trained its 0.1 minutes" in caplog.text
+    # Each `train` says once which files its corpus glob matched (a second one in the same
+    # process too), not once per pass over them.
+    assert caplog.text.count(f"file(s) matching {corpus['train']}") == 1, caplog.text
     kept = json.loads((output / "run.json").read_text())  # its budget and seconds, as they were
     assert (kept["minutes"], kept["trained_seconds"]) == (0.1, record["trained_seconds"])
     assert "steps" not in kept
@@ -322,6 +325,8 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys, corpus):
     assert "<S>" in message and "vocab.txt" in message
     assert "not a finished training run" in _cli_error(
         capsys, "evaluate", "--model", str(tmp_path), "--corpus", corpus["heldout"])
+    assert f"{tmp_path / 'nodir'}: no such directory" in _cli_error(
+        capsys, "evaluate", "--model", str(tmp_path / "nodir"), "--corpus", corpus["heldout"])
 
 
 def test_vocab_command_writes_the_frequency_sorted_file(tmp_path, capsys, corpus):
