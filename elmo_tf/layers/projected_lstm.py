@@ -19,6 +19,7 @@ included. (elmo-tf 0.1 also had a cuDNN path, `implementation="cudnn"`; TensorFl
 cannot run an LSTM with a projection on cuDNN, see `docs/design.md`, so it is gone.)
 """
 
+import functools
 import types
 
 import keras
@@ -86,9 +87,11 @@ class ProjectedLSTM(keras.layers.Layer):
         # inline, in its own context. (One graph shared by every caller reused traces across
         # contexts: a trace made by an XLA inference step, or by `fit` without XLA, failed to
         # compile in an XLA training step, "OptionalFromValue" in the gradient of the loop's
-        # branch.)
+        # branch.) A partial, not the function itself: TensorFlow counts a function's traces
+        # by its code, so every layer's first traces together (several models called eagerly)
+        # warned of "excessive retracing"; a partial is counted on its own.
         self._eager = types.SimpleNamespace(recurrence=tf.function(
-            exact_recurrence, autograph=False, reduce_retracing=True))
+            functools.partial(exact_recurrence), autograph=False, reduce_retracing=True))
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
         self.units = int(units)
