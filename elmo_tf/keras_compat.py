@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import sys
+import time
 
 import keras
 import tensorflow as tf
@@ -209,6 +210,31 @@ def progress_verbosity(verbose="auto"):
         return verbose
     terminal = getattr(sys.stdout, "isatty", lambda: False)()  # (None under pythonw)
     return 1 if terminal or "ipykernel" in sys.modules else 2
+
+
+class Progress(keras.utils.Progbar):
+    """Keras's `Progbar` with `progress_verbosity`'s choice of `verbose`; where that is one
+    plain line at the end (a file or a pipe: a batch job's log), also a plain line every
+    `every` seconds while it runs, so that a long pass shows how far it got.
+
+    Example:
+    >>> bar = Progress(len(sentences), unit_name="sentence")
+    >>> bar.add(64)   # in a log, after a minute: `64/10,000 sentences, 61 s so far`
+    """
+
+    def __init__(self, target, unit_name="step", verbose="auto", every=60.0):
+        super().__init__(target, unit_name=unit_name, verbose=progress_verbosity(verbose))
+        self.every = every
+        self._said = time.monotonic()
+
+    def update(self, current, values=None, finalize=None):
+        super().update(current, values=values, finalize=finalize)
+        ended = current >= self.target if finalize is None else finalize
+        now = time.monotonic()
+        if self.verbose == 2 and not ended and now - self._said >= self.every:
+            self._said = now
+            print(f"{current:,}/{self.target:,} {self.unit_name}s, "
+                  f"{time.time() - self._start:.0f} s so far", flush=True)
 
 
 def in_multi_worker_mode(strategy):

@@ -32,3 +32,23 @@ def test_other_versions_are_refused_with_what_to_do():
         check_versions(keras_version="3.16.0", tensorflow_version=tf.__version__)
     with pytest.raises(ImportError, match=r"TensorFlow 2\.22\.0 is installed"):
         check_versions(keras_version=keras.__version__, tensorflow_version="2.22.0")
+
+
+def test_progress_in_a_log_writes_a_plain_line_a_minute_and_one_at_the_end(capsys, monkeypatch):
+    """Where the output is a file or a pipe (`progress_verbosity`: 2), Keras's bar prints only
+    when it ends; `Progress` also says how far it got every `every` seconds, in plain text."""
+    import time
+
+    from elmo_tf.keras_compat import Progress
+
+    clock = iter([0.0, 30.0, 61.0, 90.0, 125.0, 130.0])  # its start, then one time per update
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    bar = Progress(10_000, unit_name="sentence")  # capsys's stdout is no terminal
+    for _ in range(5):
+        bar.add(2_000)
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(", ")[0] for line in lines[:2]] == ["4,000/10,000 sentences",
+                                                           "8,000/10,000 sentences"]
+    assert all(line.endswith(" s so far") for line in lines[:2])
+    assert len(lines) == 3 and lines[2].startswith("10000/10000")  # Keras's own, at the end
+    assert not [line for line in lines if "\x1b" in line or "\r" in line or "\b" in line]

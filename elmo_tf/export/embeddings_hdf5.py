@@ -3,12 +3,11 @@
 import json
 
 import h5py
-import keras
 
 from elmo_tf.checks import check_positive_ints
 from elmo_tf.text.char_ids import tokens_to_char_ids
 from elmo_tf.files import hdf5_for_writing, write_atomically
-from elmo_tf.keras_compat import progress_verbosity
+from elmo_tf.keras_compat import Progress
 
 
 LAYERS = ("all", "top", "average")
@@ -52,8 +51,7 @@ def write_embeddings(backbone, sentences, output_file, layers="all", batch_size=
         layers]
     sentences = [list(s) for s in sentences]
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    bar = (keras.utils.Progbar(len(sentences), unit_name="sentence",
-                               verbose=progress_verbosity()) if progress else None)
+    bar = Progress(len(sentences), unit_name="sentence") if progress else None
 
     # Each sentence's dataset plus an object header (about 2 kB); the whole file for "all".
     row_bytes = 4 * backbone.output_dim * (backbone.num_layers if layers == "all" else 1)

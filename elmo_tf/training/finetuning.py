@@ -51,7 +51,7 @@ from elmo_tf.checks import (MISSING, check_non_negative_int, check_positive_ints
 from elmo_tf.data.language_model_dataset import bucket_length
 from elmo_tf.data.glue import GLUE_TASKS, read_glue, read_glue_tfds
 from elmo_tf.files import readable_size, scratch_directory, write_json_atomically
-from elmo_tf.keras_compat import progress_verbosity, without_optimizer
+from elmo_tf.keras_compat import Progress, progress_verbosity, without_optimizer
 from elmo_tf.models.compiled_step import use_xla
 from elmo_tf.models.downstream import DownstreamTask, FrozenBiLMHead, task_class, task_names
 from elmo_tf.models.elmo_embedding import ElmoEmbedding
@@ -631,10 +631,8 @@ def _frozen_bilm_outputs(model, splits, batch_size, verbose, directory, scored=N
             splits[split], needed = texts, needed + more
     logger.info("computing the frozen biLM's outputs of the %s texts once (%s, in %s)",
                 ", ".join(splits), readable_size(needed), directory)
-    progress = keras.utils.Progbar(sum(len(n) for split in splits
-                                       for n in lengths[split].values()), unit_name="text",
-                                   verbose=(progress_verbosity(verbose)
-                                            if verbose in ("auto", 1, 2, True) else 0))
+    progress = Progress(sum(len(n) for split in splits for n in lengths[split].values()),
+                        unit_name="text", verbose=verbose if verbose in ("auto", 1, 2) else 0)
     given = {split: {} for split in splits}  # every file made (its space taken) first
 
     def close():
