@@ -35,10 +35,14 @@ def main(argv=None):
     0
     """
     parser = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = parser.parse_known_args(argv)
-    if unknown:  # under the command's own usage (its flags), not the list of commands
-        command = next(a for a in parser._actions if a.dest == "command").choices[args.command]
-        command.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown:  # after the command: under its usage (its flags); before it: the whole one's
+        message = f"unrecognized arguments: {' '.join(unknown)}"
+        if set(unknown) & set(argv[:argv.index(args.command)]):
+            parser.error(message)
+        next(a for a in parser._actions if a.dest == "command").choices[args.command].error(
+            message)
     for name in ("output", "json"):  # what the command writes: local files only
         value = getattr(args, name, None)
         if value is not None and re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", value):
@@ -521,7 +525,10 @@ def _export(args):
 
 
 def _vocab(args):
+    from elmo_tf.data.corpus import corpus_identity
     from elmo_tf.data.vocabulary_counts import build_vocabulary
+
+    corpus_identity(args.corpus, args.tfds_data_dir, log=True)  # checked, and its files said
 
     vocabulary = build_vocabulary(args.corpus, min_count=args.min_count, max_size=args.max_size,
                                   tokenizer=args.tokenizer, tfds_data_dir=args.tfds_data_dir)

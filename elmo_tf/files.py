@@ -299,25 +299,26 @@ def utf8_lines(path):
     """The lines of a UTF-8 text file (`"-"`: standard input), each without its line break
     (LF, CRLF or a lone CR, as Python's text mode splits lines), one at a time: a line that is
     not UTF-8 is a ValueError naming the file (or stdin) and the line, raised when that line
-    is reached (the lines before it have been yielded). The file is opened at once: a path
-    that is no file is an OSError naming it.
+    is reached (the lines before it have been yielded). The path is checked at the call: one
+    that is no file is an OSError naming it, before any other work (the file is opened at the
+    first line).
 
     Example:
     >>> for line in utf8_lines("sentences.txt"):
     ...     print(line.split())
     """
-    name = "stdin" if path == "-" else os.fspath(path)
     if path == "-":
-        return _utf8_lines(sys.stdin.buffer, name, close=False)
-    try:  # at once, not at the first line: a wrong path is refused before any other work
-        return _utf8_lines(open(path, "rb"), name, close=True)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{name}: no such file") from None
-    except IsADirectoryError:
-        raise IsADirectoryError(f"{name} is a directory; give a text file") from None
+        return _utf8_lines(path, "stdin")
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise IsADirectoryError(f"{name} is a directory; give a text file")
+    if not os.path.exists(name):
+        raise FileNotFoundError(f"{name}: no such file")
+    return _utf8_lines(path, name)
 
 
-def _utf8_lines(stream, name, close):
+def _utf8_lines(path, name):
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")
     number = 0
     try:
         for chunk in stream:
@@ -334,7 +335,7 @@ def _utf8_lines(stream, name, close):
                                      f"at byte {error.start}); the file must be UTF-8 text."
                                      ) from None
     finally:
-        if close:
+        if path != "-":
             stream.close()
 
 

@@ -215,11 +215,13 @@ def progress_verbosity(verbose="auto"):
 class Progress(keras.utils.Progbar):
     """Keras's `Progbar` with `progress_verbosity`'s choice of `verbose`; where that is one
     plain line at the end (a file or a pipe: a batch job's log), also a plain line every
-    `every` seconds while it runs, so that a long pass shows how far it got.
+    `every` seconds while it runs, so that a long pass shows how far it got. Reads the bar's
+    private start time (`_start`). Upstream change that would retire it: `Progbar(verbose=2)`
+    printing at an interval, not only when it ends.
 
     Example:
     >>> bar = Progress(len(sentences), unit_name="sentence")
-    >>> bar.add(64)   # in a log, after a minute: `64/10,000 sentences, 61 s so far`
+    >>> bar.add(64)   # in a log, after a minute: `64/10000 sentences - 61s so far`
     """
 
     def __init__(self, target, unit_name="step", verbose="auto", every=60.0):
@@ -229,12 +231,14 @@ class Progress(keras.utils.Progbar):
 
     def update(self, current, values=None, finalize=None):
         super().update(current, values=values, finalize=finalize)
-        ended = current >= self.target if finalize is None else finalize
+        ended = (self.target is not None and current >= self.target) if finalize is None else \
+            finalize
         now = time.monotonic()
         if self.verbose == 2 and not ended and now - self._said >= self.every:
             self._said = now
-            print(f"{current:,}/{self.target:,} {self.unit_name}s, "
-                  f"{time.time() - self._start:.0f} s so far", flush=True)
+            total = "" if self.target is None else f"/{self.target}"
+            print(f"{current}{total} {self.unit_name}s - {time.time() - self._start:.0f}s so far",
+                  flush=True)
 
 
 def in_multi_worker_mode(strategy):

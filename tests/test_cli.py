@@ -134,7 +134,8 @@ def test_the_installed_command_starts_quietly(tmp_path):
     (["--help"], 0, "usage: elmo-tf [-h] [--version] COMMAND ..."),
     ([], 2, "the following arguments are required: COMMAND"),
     (["trian"], 2, "invalid choice: 'trian' (choose from 'init', 'vocab', 'train',"),
-    (["--foo", "init", "--preset", "tiny", "--output", "m"], 2, "unrecognized arguments: --foo\n"),
+    (["--foo", "init", "--preset", "tiny", "--output", "m"], 2,
+     "\nelmo-tf: error: unrecognized arguments: --foo\n"),  # the whole parser's, not init's
 ])
 def test_help_version_and_a_wrong_command_answer_without_tensorflow(argv, code, printed, capsys):
     """`elmo-tf --help`, `--version` and a missing or mistyped command answer before

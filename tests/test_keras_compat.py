@@ -47,8 +47,8 @@ def test_progress_in_a_log_writes_a_plain_line_a_minute_and_one_at_the_end(capsy
     for _ in range(5):
         bar.add(2_000)
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split(", ")[0] for line in lines[:2]] == ["4,000/10,000 sentences",
-                                                           "8,000/10,000 sentences"]
-    assert all(line.endswith(" s so far") for line in lines[:2])
+    assert [line.split(" - ")[0] for line in lines[:2]] == ["4000/10000 sentences",
+                                                            "8000/10000 sentences"]
+    assert all(line.endswith("s so far") for line in lines[:2])
     assert len(lines) == 3 and lines[2].startswith("10000/10000")  # Keras's own, at the end
     assert not [line for line in lines if "\x1b" in line or "\r" in line or "\b" in line]

@@ -90,8 +90,10 @@ class ProjectedLSTM(keras.layers.Layer):
         # branch.) A partial, not the function itself: TensorFlow counts a function's traces
         # by its code, so every layer's first traces together (several models called eagerly)
         # warned of "excessive retracing"; a partial is counted on its own.
+        recurrence = functools.partial(exact_recurrence)
+        recurrence.__name__ = exact_recurrence.__name__  # (no `__wrapped__`: the count's key)
         self._eager = types.SimpleNamespace(recurrence=tf.function(
-            functools.partial(exact_recurrence), autograph=False, reduce_retracing=True))
+            recurrence, autograph=False, reduce_retracing=True))
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}.")
         self.units = int(units)

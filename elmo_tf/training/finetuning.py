@@ -146,7 +146,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         process's wall seconds per phase (`"bilm_outputs"`, `"training"`:
         `fit` with its dev scoring, `"scoring_and_saving"`: the test scoring and the preset;
         those that ran)}` (plus `"dev_mismatched"` for MNLI, `"test"` and `"test_last_epoch"`
-        with `test`).
+        with `test`, and `"f1_label"`, the class whose F1 `"f1"` is, where it is a metric).
 
     Example:
     >>> finetune("glue/sst2", "runs/elmo", "runs/sst2", data_dir="glue_data")["dev"]

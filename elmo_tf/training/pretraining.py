@@ -530,6 +530,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         corpus = os.path.join(run.path, "corpus", "heldout", "*")
         if recipe.family.next_token_bound:
             best = record.get("best_perplexity")
+    corpus_identity(corpus, tfds_data_dir, log=True)  # checked, and its files said
     lm = build_language_model(recipe, len(vocab),
                               xla=use_xla(record.get("xla", "auto")))
     lm.set_vocabulary(vocab.tokens)

@@ -98,8 +98,8 @@ def test_a_source_of_files_shows_the_share_of_their_bytes_read(corpus, tmp_path,
              if line.strip()]
     shares = [int(line.split(" % of ")[0].split()[-1]) for line in shown[:-1]]
     assert shares and shares == sorted(shares) and shares[-1] == 100, shown
-    assert all(f" % of {size} bytes, " in line for line in shown[:-1]), shown
-    assert shown[-1].startswith(f"vocabulary: {size} bytes read, "), shown
+    assert all(f" % of {size:,} bytes, " in line for line in shown[:-1]), shown
+    assert shown[-1].startswith(f"vocabulary: {size:,} bytes read, "), shown
 
 
 def test_tokenizer_and_stats_are_passed_to_read_corpus(corpus, tmp_path):

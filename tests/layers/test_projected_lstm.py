@@ -417,12 +417,18 @@ def test_a_cell_without_projection_is_the_spec_cell_with_an_identity_projection(
         ProjectedLSTM(C, P, projection=False)
 
 
-def test_many_layers_called_eagerly_trace_without_a_retracing_warning():
+def test_many_layers_called_eagerly_trace_without_a_retracing_warning(monkeypatch):
     """Each layer's eager graph is its own: several models called eagerly (a notebook comparing
     them) do not add up to TensorFlow's "excessive retracing" warning, which counts a
     function's traces by its code."""
     import logging
 
+    from tensorflow.python.eager.polymorphic_function import polymorphic_function
+
+    # A fresh count (TensorFlow warns at most twice per key and process: the earlier tests'
+    # eager calls could have used those up).
+    monkeypatch.setattr(polymorphic_function, "_frequent_tracing_detector_manager",
+                        polymorphic_function._FrequentTracingDetectorManager())
     said = []
     handler = logging.Handler()
     handler.emit = lambda record: said.append(record.getMessage())
