@@ -485,6 +485,12 @@ def _dump(args):
     if os.path.isdir(args.output):  # before the work, not at the rename after it
         raise ValueError(f"{_flag(args, 'output')} {args.output} is a directory: give the path "
                          "of the .hdf5 file to write.")
+    for name, path in (("the input file", args.input), ("the model's options", files[0]),
+                       ("the model's weights", files[1])):  # never replaced by the vectors
+        if path != "-" and os.path.exists(path) and os.path.exists(args.output) and \
+                os.path.samefile(path, args.output):
+            raise ValueError(f"{_flag(args, 'output')} {args.output} is {name}: give another "
+                             "path for the vectors; nothing was written.")
     sentences = _read_sentences(args.input)
     if not sentences:
         source = "stdin" if args.input == "-" else args.input
@@ -495,7 +501,8 @@ def _dump(args):
                               batch_size=args.batch_size)
     layers, width = backbone.num_layers, backbone.output_dim
     shape = f"[{layers}, n_tokens, {width}]" if args.layers == "all" else f"[n_tokens, {width}]"
-    _say(f"wrote {len(sentences)} sentences ({tokens} tokens) to {args.output}: dataset 'i' = "
+    _say(f"wrote {len(sentences):,} sentence{'s' * (len(sentences) != 1)} ({tokens:,} tokens) "
+         f"to {args.output}: dataset 'i' = "
           f"float32 {shape} for sentence i, and 'sentence_to_index'")
     return 0
 
@@ -588,6 +595,12 @@ def _init(args):
     from elmo_tf.models.backbone import Backbone
     from elmo_tf.training.run_directory import write_model_files
 
+    # A model's directory (a trained run's, say) is never overwritten with random weights.
+    taken = [name for name in ("options.json", "weights.hdf5", "config.json", "run.json",
+                               "task.json") if os.path.exists(os.path.join(args.output, name))]
+    if taken:
+        raise ValueError(f"--output {args.output} already holds a model ({', '.join(taken)}): "
+                         "`init` writes a new random one; give a new or empty directory.")
     keras.utils.set_random_seed(args.seed)
     backbone = Backbone.from_architecture(args.preset)
     write_model_files(backbone, args.output)

@@ -281,8 +281,13 @@ def write_json_atomically(path, value):
 def read_json(path):
     """The JSON value in `path`; a file that is not JSON (not text at all, e.g. an HDF5 file
     given for an options.json) is a ValueError that names it."""
-    with open(path, "rb") as f:
-        data = f.read()
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise IsADirectoryError(f"{path} is a directory, not a JSON file") from None
     if data.startswith(b"\x89HDF"):
         raise ValueError(f"{path}: an HDF5 file, not JSON (weights given where a JSON file "
                          "belongs? e.g. --options and --weights swapped).")

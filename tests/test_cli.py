@@ -49,7 +49,7 @@ def test_embed_reads_stdin_and_init_writes_a_loadable_model(tmp_path):
                "--weights", str(tmp_path / "m/weights.hdf5"), "--output",
                str(tmp_path / "v.hdf5")],
         input="hello world\n".encode(), env=env, capture_output=True, check=True)
-    assert b"wrote 1 sentences (2 tokens)" in result.stdout
+    assert b"wrote 1 sentence (2 tokens)" in result.stdout
     with h5py.File(tmp_path / "v.hdf5", "r") as f:
         assert f["0"].shape == (3, 2, 256)
 
@@ -68,6 +68,24 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tiny_model, tmp_path, cap
               str(weight_file), "--input", str(tmp_path / "bad.txt"), "--output", "x.hdf5"])
     with pytest.raises(SystemExit):
         main(["init", "--preset", "huge", "--output", str(tmp_path)])
+    # Nothing a command reads is overwritten by what it writes: the model's own directory by
+    # `init`, its weights or the sentence file by the vectors.
+    (tmp_path / "in.txt").write_text("a sentence\n")
+    weights = weight_file.read_bytes()
+    for argv, message in (
+            (["init", "--preset", "tiny", "--output", str(weight_file.parent)],
+             f"--output {weight_file.parent} already holds a model (options.json, weights.hdf5)"),
+            (["embed", "--options", str(options_file), "--weights", str(weight_file), "--input",
+              str(tmp_path / "in.txt"), "--output", str(weight_file)],
+             f"--output {weight_file} is the model's weights: give another path"),
+            (["dump", str(tmp_path / "in.txt"), str(tmp_path / "in.txt"), "--options",
+              str(options_file), "--weights", str(weight_file)],
+             f"output {tmp_path / 'in.txt'} is the input file: give another path")):
+        with pytest.raises(SystemExit):
+            main(argv)
+        assert message in capsys.readouterr().err
+    assert weight_file.read_bytes() == weights
+    assert (tmp_path / "in.txt").read_text() == "a sentence\n"
 
 
 def test_sentences_split_on_ascii_whitespace_like_the_served_default_signature(tmp_path):

@@ -171,7 +171,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
         check_non_negative_int("word_embedding_dim", word_embedding_dim, "0: ELMo alone")
         options["word_embedding_dim"] = word_embedding_dim
     elif "word_embedding_dim" in options:
-        recorded = RunDirectory(output).record()
+        recorded = RunDirectory(output).record(of="finetune")
         if recorded is not None:  # a run resumes as it started (run.json records no 0)
             options["word_embedding_dim"] = recorded["settings"].get("word_embedding_dim", 0)
     # Checked before any model is built.
@@ -193,7 +193,7 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     check_bilm_directory(model_dir)
     with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
         # Another task's run is named as such first (its metric differs too).
-        previous = run.check_settings(settings, run.record())
+        previous = run.check_settings(settings, run.record(of="finetune"))
         if previous is not None:
             check_record(previous, run.run_file, data["metrics"][0], output)
         keras.utils.set_random_seed(seed)
@@ -237,8 +237,12 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
                                  "again (its best.weights.h5 holds the best epoch so far, or "
                                  "its task preset once the run has ended).")
             model.load_weights(checkpoints.path(done))
-            logger.info("resuming %s after epoch %d", output, done)
         metric = data["metrics"][0]
+        if done and (done >= epochs or _stopped(record, patience)):
+            logger.info("%s has already trained (%d epochs%s): scoring it, not training it "
+                        "again", output, done, ", stopped early" * (done < epochs))
+        elif done:
+            logger.info("resuming %s after epoch %d", output, done)
         if done < epochs and not _stopped(record, patience):
             steps = math.ceil(len(data["train"][1]) / batch_size)
             if head is not None:  # the scored splits' too: scoring runs no biLM either
@@ -448,9 +452,13 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
         if len(dev_splits) > 1:
             data["dev_mismatched"] = read(dev_splits[1])
         return data
-    if train is None or dev is None or data_dir or tfds_data_dir:
-        raise ValueError(f"task {task!r} reads --train and --dev files (not --data-dir or "
-                         "--tfds-data-dir).")
+    if data_dir or tfds_data_dir:
+        raise ValueError(f"task {task!r} reads --train and --dev files, not --data-dir or "
+                         "--tfds-data-dir (GLUE's, for the glue/ tasks).")
+    if train is None or dev is None:
+        missing = " and ".join(f"--{n}" for n, v in (("train", train), ("dev", dev)) if v is None)
+        raise ValueError(f"task {task!r} needs {missing}: its training file and the dev file "
+                         "that picks the best epoch.")
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
                                                             cls.read_examples(dev, header))
     if task in ("classify", "pair"):  # labelled text (a tagger's: CoNLL)

@@ -148,7 +148,7 @@ def _train(run, recipe, corpus, identity, given_vocabulary, strategy, epochs, st
     replicas = strategy.num_replicas_in_sync
     settings = {"recipe": recipe_settings(recipe), "corpus": identity, "seed": seed,
                 "tokenizer": read["tokenizer"], "mixed_precision": mixed_precision}
-    recorded = run.record()
+    recorded = run.record(of="train")
     if recorded is not None:  # a damaged record named as such, before it is compared
         check_record(recorded, run.run_file)
     # Before the built-in corpus is written there.
@@ -517,7 +517,7 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
         raise FileNotFoundError(f"{model_dir}: no such directory (a finished training run's: "
                                 "what `elmo-tf train --output` wrote).")
     run = RunDirectory(model_dir)
-    record = run.record()
+    record = run.record(of="train")
     if record is None or not os.path.exists(run.language_model_file):
         raise ValueError(f"{model_dir} is not a finished training run (it needs run.json and "
                          "language_model.weights.h5, which `elmo-tf train` writes).")

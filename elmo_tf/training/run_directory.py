@@ -75,6 +75,9 @@ class RunDirectory:
         >>> with RunDirectory("runs/tiny").opened() as run:
         ...     run.write_record({"settings": settings})
         """
+        if os.path.exists(self.path) and not os.path.isdir(self.path):
+            raise NotADirectoryError(f"{self.path} is a file: a run's output is a directory "
+                                     "(made if absent); give another path.")
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
         try:
             os.mkdir(self.path)  # made here or not, decided in one step
@@ -98,9 +101,11 @@ class RunDirectory:
                     os.rmdir(self.path)
             raise
 
-    def record(self):
+    def record(self, of=None):
         """run.json's content, or None for a new run; a ValueError naming the file when it is
-        not a run's record (an object with the run's `"settings"`)."""
+        not a run's record (an object with the run's `"settings"`), or, with `of` (`"train"`
+        or `"finetune"`), when it is another command's run (a pre-training run's settings
+        have its `"recipe"`, a fine-tuning run's its `"task"`)."""
         if not os.path.exists(self.run_file):
             return None
         record = read_json(self.run_file)
@@ -108,6 +113,12 @@ class RunDirectory:
             raise ValueError(f"{self.run_file}: not a run's record (an object with the run's "
                              "\"settings\", which elmo-tf writes); put it back, or use "
                              "another directory.")
+        kind = "finetune" if "task" in record["settings"] else "train"
+        if of is not None and kind != of:
+            raise ValueError(f"{self.path} holds a run of `elmo-tf {kind}` (its run.json), not "
+                             f"of `elmo-tf {of}`: give another directory"
+                             + (" (the biLM to fine-tune is --model)." if of == "finetune"
+                                else "."))
         return record
 
     def write_record(self, record):

@@ -3,6 +3,7 @@ model on GLUE-layout files, a tagger on CoNLL files; early stopping and resuming
 
 import errno
 import json
+import logging
 import math
 import os
 import types
@@ -122,7 +123,7 @@ def test_a_classifier_fine_tunes_resumes_and_predicts(bilm, tmp_path, capsys):
 
 
 def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_chose_on(
-        bilm, tmp_path, capsys):
+        bilm, tmp_path, capsys, caplog):
     train, dev, test = tmp_path / "train.tsv", tmp_path / "dev.tsv", tmp_path / "test.tsv"
     train.write_text("".join(f"pos\t{t}\n" for t in GOOD) + "".join(f"neg\t{t}\n" for t in BAD))
     dev.write_text("neg\tgood stuff\npos\tbad stuff\n")  # the opposite: dev gets worse
@@ -168,10 +169,14 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_a_test_file_it_never_cho
     assert not [w for w in caught if "optimizer" in str(w.message)]
     checkpoint = tmp_path / "run" / "checkpoints" / f"epoch-{len(history):03d}.weights.h5"
     assert any(name.startswith("optimizer/") for name in h5_values(checkpoint))
-    # The same command again: the ended run's scores, from its preset and the checkpoint.
-    _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
-              "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
-              "--epochs", "8", "--patience", "2")
+    # The same command again: the ended run's scores, from its preset and the checkpoint;
+    # it says so (not "resuming").
+    with caplog.at_level(logging.INFO, logger="elmo_tf"):
+        _finetune(capsys, "--task", "classify", "--train", str(train), "--dev", str(dev),
+                  "--test", str(test), "--model", bilm, "--output", str(tmp_path / "run"),
+                  "--epochs", "8", "--patience", "2")
+    assert f"{tmp_path / 'run'} has already trained ({len(history)} epochs" in caplog.text
+    assert "resuming" not in caplog.text
     again = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
     # (scored by the whole model now, where the run scored on the biLM's outputs computed once)
     assert again.pop("seconds").keys() == {"scoring_and_saving"}
@@ -250,7 +255,8 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             (["--task", "classify", "--train", str(train), "--dev", str(tmp_path / "dev.tsv")],
              "has labels the training file does not have: ['meh']"),
             (["--task", "glue/sst2", "--train", str(train)], "reads GLUE's files from --data-dir"),
-            (["--task", "classify", "--train", str(train)], "reads --train and --dev files"),
+            (["--task", "classify", "--train", str(train)],
+             "task 'classify' needs --dev: its training file and the dev file"),
             (["--task", "tag", "--train", str(train), "--dev", str(train),
               "--word-embedding-dim", "8"], "the task 'tag' has no word features"),
             (["--task", "classify", "--word-embedding-dim", "-1"], "must be an integer >= 0"),
@@ -262,6 +268,17 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
             cli.main(["finetune", *args, "--model", bilm, "--output", str(tmp_path / "x")])
         assert message in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+    # An --output that holds a pre-training run (its own biLM's, say): named, and left as it is.
+    pretrained = tmp_path / "pretrained"
+    pretrained.mkdir()
+    (pretrained / "run.json").write_text(json.dumps({"settings": {"recipe": {}, "corpus": "c*"}}))
+    with pytest.raises(SystemExit):
+        cli.main(["finetune", "--task", "classify", "--train", str(train), "--dev", str(train),
+                  "--model", bilm, "--output", str(pretrained)])
+    assert (f"{pretrained} holds a run of `elmo-tf train` (its run.json), not of `elmo-tf "
+            "finetune`: give another directory (the biLM to fine-tune is --model)."
+            in capsys.readouterr().err)
+    assert os.listdir(pretrained) == ["run.json"]
     # Not swapped: an NLI premise that repeats with three labels (one distinct first text),
     # and a classifier whose few texts are sentences; each passes the columns' check.
     premise = "a man plays a guitar"

@@ -327,6 +327,23 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys, corpus):
         capsys, "evaluate", "--model", str(tmp_path), "--corpus", corpus["heldout"])
     assert f"{tmp_path / 'nodir'}: no such directory" in _cli_error(
         capsys, "evaluate", "--model", str(tmp_path / "nodir"), "--corpus", corpus["heldout"])
+    (tmp_path / "file.txt").write_text("")
+    assert f"{tmp_path / 'file.txt'} is a file: a run's output is a directory" in _cli_error(
+        capsys, "train", "--recipe", "tiny", "--corpus", corpus["train"], "--output",
+        str(tmp_path / "file.txt"))
+    assert f"{tmp_path / 'missing.json'}: no such file" in _cli_error(
+        capsys, "train", "--recipe", str(tmp_path / "missing.json"), "--corpus",
+        corpus["train"], "--output", str(tmp_path / "never"))
+    # A fine-tuning run's directory, named as such (not as a damaged pre-training record).
+    finetuned = tmp_path / "finetuned"
+    finetuned.mkdir()
+    (finetuned / "run.json").write_text('{"settings": {"task": "classify"}}')
+    for command in (["train", "--recipe", "tiny", "--corpus", corpus["train"], "--output"],
+                    ["evaluate", "--corpus", corpus["heldout"], "--model"]):
+        assert (f"{finetuned} holds a run of `elmo-tf finetune` (its run.json), not of "
+                "`elmo-tf train`: give another directory." in _cli_error(
+                    capsys, *command, str(finetuned)))
+    assert os.listdir(finetuned) == ["run.json"]
 
 
 def test_vocab_command_writes_the_frequency_sorted_file(tmp_path, capsys, corpus):
