@@ -713,7 +713,8 @@ def test_finetune_names_the_file_and_line_that_is_not_utf8(finetuned, tmp_path, 
 @pytest.mark.parametrize("source", ["stdin", "file"])
 def test_predict_prints_every_good_line_before_the_one_that_is_not_utf8(
         finetuned, tmp_path, capsys, monkeypatch, source):
-    data = b"a good film\nbad\n" * 40 + b"na\xefve\nnever read\n"  # the bad line is line 81
+    # The bad line is line 81; line 2 has a tab (as a label<TAB>text file's lines have).
+    data = b"a good film\npos\tbad\n" + b"a good film\nbad\n" * 39 + b"na\xefve\nnever read\n"
     path = tmp_path / "in.txt"
     path.write_bytes(data)
     if source == "stdin":
@@ -725,6 +726,7 @@ def test_predict_prints_every_good_line_before_the_one_that_is_not_utf8(
     assert exit_info.value.code == 2 and "Traceback" not in captured.err
     name = "stdin" if source == "stdin" else str(path)
     assert f"{name}, line 81: not valid UTF-8" in captured.err
+    assert captured.err.count("has a tab") == 1 and f"{name}, line 2 has a tab" in captured.err
     assert len(captured.out.splitlines()) == 80
     assert set(captured.out.split()) <= {"pos", "neg"}
 

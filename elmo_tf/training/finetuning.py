@@ -337,12 +337,17 @@ def predictions(model, lines, batch_size=64, source="input", scores=False):
     before it; `source` names the lines in errors of their fields."""
     if isinstance(model, (str, os.PathLike)):
         model = load_task_model(model)
-    lines, number = iter(lines), 0
+    lines, number, warned = iter(lines), 0, False
     while True:
         texts, error = [], None
         try:  # a line the iterator cannot give, or one of the wrong form: the lines before first
             for line in lines:
                 number += 1
+                if not warned and "\t" in line and len(model.input_names) == 1:
+                    warned = True  # a labelled file (label<TAB>text) given by mistake?
+                    logger.warning("%s, line %d has a tab: this model reads one text a line, "
+                                   "the whole line (the label of a label<TAB>text file too)",
+                                   source, number)
                 texts.extend(model.parse_lines([line], first_line=number))
                 if len(texts) == batch_size:
                     break

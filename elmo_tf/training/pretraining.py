@@ -514,8 +514,8 @@ def evaluate(model_dir, corpus, *, tokenizer=None, tfds_data_dir=None):
     `perplexity` (masked LM, on the held-out masking of seed 0).
     """
     if not os.path.isdir(model_dir):
-        raise FileNotFoundError(f"{model_dir}: no such directory (a finished training run's: "
-                                "what `elmo-tf train --output` wrote).")
+        raise FileNotFoundError(f"--model {model_dir}: no such directory (a finished training "
+                                "run's: what `elmo-tf train --output` wrote).")
     run = RunDirectory(model_dir)
     record = run.record(of="train")
     if record is None or not os.path.exists(run.language_model_file):
