@@ -501,9 +501,9 @@ def _dump(args):
                               batch_size=args.batch_size)
     layers, width = backbone.num_layers, backbone.output_dim
     shape = f"[{layers}, n_tokens, {width}]" if args.layers == "all" else f"[n_tokens, {width}]"
-    _say(f"wrote {len(sentences):,} sentence{'s' * (len(sentences) != 1)} ({tokens:,} tokens) "
-         f"to {args.output}: dataset 'i' = "
-          f"float32 {shape} for sentence i, and 'sentence_to_index'")
+    count = lambda n, noun: f"{n:,} {noun}{'s' * (n != 1)}"
+    _say(f"wrote {count(len(sentences), 'sentence')} ({count(tokens, 'token')}) to "
+         f"{args.output}: dataset 'i' = float32 {shape} for sentence i, and 'sentence_to_index'")
     return 0
 
 
@@ -595,6 +595,9 @@ def _init(args):
     from elmo_tf.models.backbone import Backbone
     from elmo_tf.training.run_directory import write_model_files
 
+    if os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise ValueError(f"--output {args.output} is a file: `init` writes a model directory "
+                         "(made if absent); give another path.")
     # A model's directory (a trained run's, say) is never overwritten with random weights.
     taken = [name for name in ("options.json", "weights.hdf5", "config.json", "run.json",
                                "task.json") if os.path.exists(os.path.join(args.output, name))]

@@ -280,7 +280,8 @@ def write_json_atomically(path, value):
 
 def read_json(path):
     """The JSON value in `path`; a file that is not JSON (not text at all, e.g. an HDF5 file
-    given for an options.json) is a ValueError that names it."""
+    given for an options.json) is a ValueError that names it, a path that is no file a
+    FileNotFoundError or IsADirectoryError that names it."""
     try:
         with open(path, "rb") as f:
             data = f.read()

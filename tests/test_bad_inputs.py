@@ -713,8 +713,9 @@ def test_finetune_names_the_file_and_line_that_is_not_utf8(finetuned, tmp_path, 
 @pytest.mark.parametrize("source", ["stdin", "file"])
 def test_predict_prints_every_good_line_before_the_one_that_is_not_utf8(
         finetuned, tmp_path, capsys, monkeypatch, source):
-    # The bad line is line 81; line 2 has a tab (as a label<TAB>text file's lines have).
-    data = b"a good film\npos\tbad\n" + b"a good film\nbad\n" * 39 + b"na\xefve\nnever read\n"
+    # The bad line is line 81; lines 2 and 4 have a tab (as a label<TAB>text file's lines have).
+    data = (b"a good film\npos\tbad\n" * 2 + b"a good film\nbad\n" * 38
+            + b"na\xefve\nnever read\n")
     path = tmp_path / "in.txt"
     path.write_bytes(data)
     if source == "stdin":

@@ -191,6 +191,10 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
     # Recorded where not 0, as run.json had none before: such runs resume with 0.
     settings.update({name: value for name, value in options.items() if value})
     check_bilm_directory(model_dir)
+    if os.path.isfile(os.path.join(output, "options.json")):  # (--model itself, say)
+        raise ValueError(f"--output {output} holds a biLM (options.json): fine-tuning writes its "
+                         "task model into its --output; give another directory (the biLM to "
+                         "fine-tune is --model).")
     with RunDirectory(output).opened() as run, contextlib.ExitStack() as scratch:
         # Another task's run is named as such first (its metric differs too).
         previous = run.check_settings(settings, run.record(of="finetune"))
@@ -239,8 +243,9 @@ def finetune(task, model_dir, output, *, data_dir=None, tfds_data_dir=None, trai
             model.load_weights(checkpoints.path(done))
         metric = data["metrics"][0]
         if done and (done >= epochs or _stopped(record, patience)):
-            logger.info("%s has already trained (%d epochs%s): scoring it, not training it "
-                        "again", output, done, ", stopped early" * (done < epochs))
+            logger.info("%s has already trained (%d epoch%s%s): scoring it, not training it "
+                        "again", output, done, "s" * (done != 1),
+                        ", stopped early" * (done < epochs))
         elif done:
             logger.info("resuming %s after epoch %d", output, done)
         if done < epochs and not _stopped(record, patience):
@@ -343,7 +348,7 @@ def predictions(model, lines, batch_size=64, source="input", scores=False):
         try:  # a line the iterator cannot give, or one of the wrong form: the lines before first
             for line in lines:
                 number += 1
-                if not warned and "\t" in line and len(model.input_names) == 1:
+                if not warned and "\t" in line and model.input_names == ("text",):
                     warned = True  # a labelled file (label<TAB>text) given by mistake?
                     logger.warning("%s, line %d has a tab: this model reads one text a line, "
                                    "the whole line (the label of a label<TAB>text file too)",
@@ -461,9 +466,10 @@ def _read_data(task, cls, data_dir, tfds_data_dir, train, dev, test=None, header
         raise ValueError(f"task {task!r} reads --train and --dev files, not --data-dir or "
                          "--tfds-data-dir (GLUE's, for the glue/ tasks).")
     if train is None or dev is None:
-        missing = " and ".join(f"--{n}" for n, v in (("train", train), ("dev", dev)) if v is None)
-        raise ValueError(f"task {task!r} needs {missing}: its training file and the dev file "
-                         "that picks the best epoch.")
+        missing = [f"--{name} ({what})" for name, value, what in (
+            ("train", train, "the training file"), ("dev", dev, "the file that picks the best "
+                                                               "epoch")) if value is None]
+        raise ValueError(f"task {task!r} needs {' and '.join(missing)}.")
     (train_texts, train_labels), (dev_texts, dev_labels) = (cls.read_examples(train, header),
                                                             cls.read_examples(dev, header))
     if task in ("classify", "pair"):  # labelled text (a tagger's: CoNLL)

@@ -69,7 +69,7 @@ class RunDirectory:
         process), and removes what a killed run was writing there (elmo-tf's temporaries no
         live process holds locked; nothing else). If the block fails before the run has a
         record (run.json), a directory made here is removed again: a run refused for its
-        inputs leaves nothing behind.
+        inputs leaves nothing behind. A path that is a file is a NotADirectoryError naming it.
 
         Example:
         >>> with RunDirectory("runs/tiny").opened() as run:

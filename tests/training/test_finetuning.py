@@ -256,7 +256,7 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
              "has labels the training file does not have: ['meh']"),
             (["--task", "glue/sst2", "--train", str(train)], "reads GLUE's files from --data-dir"),
             (["--task", "classify", "--train", str(train)],
-             "task 'classify' needs --dev: its training file and the dev file"),
+             "task 'classify' needs --dev (the file that picks the best epoch)."),
             (["--task", "tag", "--train", str(train), "--dev", str(train),
               "--word-embedding-dim", "8"], "the task 'tag' has no word features"),
             (["--task", "classify", "--word-embedding-dim", "-1"], "must be an integer >= 0"),
@@ -272,13 +272,24 @@ def test_bad_inputs_are_clear_errors_before_any_model(bilm, tmp_path, capsys):
     pretrained = tmp_path / "pretrained"
     pretrained.mkdir()
     (pretrained / "run.json").write_text(json.dumps({"settings": {"recipe": {}, "corpus": "c*"}}))
+    conll = tmp_path / "train.conll"
+    conll.write_text("a O\ngood B-X\n\nbad O\n")
+    for task, data in (("classify", train), ("tag", conll)):  # (refused before the data, after)
+        with pytest.raises(SystemExit):
+            cli.main(["finetune", "--task", task, "--train", str(data), "--dev", str(data),
+                      "--model", bilm, "--output", str(pretrained)])
+        assert (f"{pretrained} holds a run of `elmo-tf train` (its run.json), not of `elmo-tf "
+                "finetune`: give another directory (the biLM to fine-tune is --model)."
+                in capsys.readouterr().err)
+    assert os.listdir(pretrained) == ["run.json"]
+    # The biLM's own directory (no run: `init`'s, or the released files) as --output: refused,
+    # its KerasHub preset not overwritten by the task's.
+    before = sorted(os.listdir(bilm))
     with pytest.raises(SystemExit):
         cli.main(["finetune", "--task", "classify", "--train", str(train), "--dev", str(train),
-                  "--model", bilm, "--output", str(pretrained)])
-    assert (f"{pretrained} holds a run of `elmo-tf train` (its run.json), not of `elmo-tf "
-            "finetune`: give another directory (the biLM to fine-tune is --model)."
-            in capsys.readouterr().err)
-    assert os.listdir(pretrained) == ["run.json"]
+                  "--model", bilm, "--output", bilm])
+    assert f"--output {bilm} holds a biLM (options.json)" in capsys.readouterr().err
+    assert sorted(os.listdir(bilm)) == before
     # Not swapped: an NLI premise that repeats with three labels (one distinct first text),
     # and a classifier whose few texts are sentences; each passes the columns' check.
     premise = "a man plays a guitar"
