@@ -152,7 +152,9 @@ def write_atomically(path, write, needed_bytes=None):
     If `write` raises (or the process is interrupted), `path` is untouched and the temporary
     file is removed. A process killed outright (kill -9, power loss) cannot remove it: the next
     write of `path` does (`remove_stale_temporaries`; the temporary is locked while written). A
-    failed write is an `OSError` that names `path`.
+    failed write is an `OSError` that names `path`. Inside an enclosing write's temporary
+    directory (`write_files_atomically`'s staging: locked by its writer, nothing stale in it),
+    `write(path)` writes `path` itself: the enclosing write moves it in, or removes it.
 
     Args:
         path: the file to write.
@@ -167,12 +169,17 @@ def write_atomically(path, write, needed_bytes=None):
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(path)
-    remove_stale_temporaries(directory, name)
+    staged = is_temporary(os.path.basename(directory))
+    if not staged:  # (a staging directory's lock is its writer's: it would wait for itself)
+        remove_stale_temporaries(directory, name)
     if needed_bytes is not None:
         check_free_space(path, needed_bytes, path)
     umask = os.umask(0)
     os.umask(umask)
     try:
+        if staged:
+            write(path)
+            return
         with locked_temporary(directory, name) as tmp:
             write(tmp)
             os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's mode
@@ -237,7 +244,9 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     relative path, or several, in order) goes in after the others, and an earlier `last` is
     removed before any: a directory whose `last` marks it complete (a KerasHub preset's
     config.json; a task preset's task.json too) is never a mix
-    of two writes. Other files in `directory` are kept. With `needed_bytes`, the disk's room
+    of two writes. Other files in `directory` are kept. A `directory` that does not exist yet
+    is staged beside it instead and renamed into place whole: a process killed at any point
+    leaves nothing there. With `needed_bytes`, the disk's room
     is checked first (`check_free_space`). Called for an enclosing call's staging directory (a
     task preset writes its backbone's files), it writes there directly: the enclosing call
     moves everything in.
@@ -247,8 +256,21 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     """
     directory = os.fspath(directory)
     lasts = [last] if isinstance(last, str) else list(last or ())
-    if is_temporary(os.path.basename(os.path.normpath(directory)), ".staging"):
+    if is_temporary(os.path.basename(os.path.normpath(directory))):
         write(directory)  # inside an enclosing write's staging: that write moves it all in
+        return
+    if not os.path.lexists(directory):  # new: staged beside it, then one rename
+        parent, name = os.path.split(os.path.abspath(directory))
+        os.makedirs(parent, exist_ok=True)
+        remove_stale_temporaries(parent, name)
+        if needed_bytes is not None:
+            check_free_space(parent, needed_bytes, f"the files written into {directory}")
+        umask = os.umask(0)
+        os.umask(umask)
+        with locked_temporary(parent, name, is_directory=True) as staging:
+            write(staging)
+            os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700: a normal directory's mode
+            os.replace(staging, directory)
         return
     os.makedirs(directory, exist_ok=True)
     remove_stale_temporaries(directory, ".staging")

@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 from keras.src.losses.loss import unscale_loss_for_distribution
 from keras.src.saving import saving_lib
+from keras.src.utils import io_utils
 from tensorflow.core.protobuf import saved_model_pb2
 from tensorflow.python.eager import context
 from tensorflow.python.eager import record
@@ -215,9 +216,11 @@ def progress_verbosity(verbose="auto"):
 class Progress(keras.utils.Progbar):
     """Keras's `Progbar` with `progress_verbosity`'s choice of `verbose`; where that is one
     plain line at the end (a file or a pipe: a batch job's log), also a plain line every
-    `every` seconds while it runs, so that a long pass shows how far it got. Reads the bar's
-    private start time (`_start`). Upstream change that would retire it: `Progbar(verbose=2)`
-    printing at an interval, not only when it ends.
+    `every` seconds while it runs, so that a long pass shows how far it got, where Keras's
+    own lines go (`io_utils.print_msg`: absl's log when
+    `keras.config.disable_interactive_logging()` was called). Reads the bar's private start
+    time (`_start`). Upstream change that would retire it: `Progbar(verbose=2)` printing at an
+    interval, not only when it ends.
 
     Example:
     >>> bar = Progress(len(sentences), unit_name="sentence")
@@ -237,8 +240,8 @@ class Progress(keras.utils.Progbar):
         if self.verbose == 2 and not ended and now - self._said >= self.every:
             self._said = now
             total = "" if self.target is None else f"/{self.target}"
-            print(f"{current}{total} {self.unit_name}s - {time.time() - self._start:.0f}s so far",
-                  flush=True)
+            io_utils.print_msg(f"{current}{total} {self.unit_name}s - "
+                               f"{time.time() - self._start:.0f}s so far")
 
 
 def in_multi_worker_mode(strategy):

@@ -177,6 +177,10 @@ def _kill_commands(tmp_path, tiny_model):
     labelled.write_text("pos\ta good film\nneg\ta bad film\npos\tgood\nneg\tbad\n")
     out = tmp_path / "out"
     return {
+        # The new model directory, staged whole beside it, held before its one rename.
+        "init": (["init", "--preset", "tiny", "--output", str(out)], "out", tmp_path, "out",
+                 {"options.json", "weights.hdf5", "config.json", "metadata.json",
+                  "model.weights.h5", "tokenizer.json"}),
         "dump": (["dump", sentences, str(out / "vec.hdf5"), "--model", str(bilm)],
                  r"vec\.hdf5", out, r"vec\.hdf5", {"vec.hdf5"}),
         "export": (["export", "--options", str(options_file), "--weights", str(weight_file),
@@ -190,7 +194,7 @@ def _kill_commands(tmp_path, tiny_model):
     }
 
 
-@pytest.mark.parametrize("command", ["dump", "export", "finetune"])
+@pytest.mark.parametrize("command", ["init", "dump", "export", "finetune"])
 def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files(
         tiny_model, tmp_path, command, monkeypatch):
     """kill -9 while the command writes a file (or a SavedModel directory), then the same
@@ -216,6 +220,7 @@ def test_killed_while_writing_then_run_again_at_once_leaves_only_the_final_files
     # here depends on the device.)
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # the killed process's TMPDIR
     assert cli.main_process(args) == 0
+    assert not [n for n in os.listdir(where) if temporary.fullmatch(n)], os.listdir(where)
     left = _files_under(tmp_path / "out")
     assert not [f for f in left if ".tmp" in f], left
     assert final <= set(left), left

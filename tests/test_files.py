@@ -16,6 +16,7 @@ from elmo_tf.files import (
     temporary_prefix,
     utf8_lines,
     write_atomically,
+    write_files_atomically,
 )
 
 
@@ -41,6 +42,44 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     with pytest.raises(RuntimeError):
         write_atomically(target, fail)
     assert target.read_text() == "old" and os.listdir(tmp_path) == ["out.txt"]
+
+
+def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, monkeypatch):
+    """A directory that does not exist yet is staged beside it (the files inside written by
+    `write_atomically` and nested `write_files_atomically` calls directly, not waiting on the
+    staging's own lock) and renamed into place with a normal directory's mode; a write that
+    fails leaves nothing there, and no temporary."""
+    def write(staging):
+        write_atomically(os.path.join(staging, "weights.hdf5"),
+                         lambda tmp: open(tmp, "w").write("w"))
+        write_files_atomically(staging, lambda inner: open(os.path.join(inner, "config.json"),
+                                                           "w").write("{}"), last="config.json")
+
+    renames = []
+    replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda a, b: renames.append((a, b)) or replace(a, b))
+    umask = os.umask(0o022)
+    try:  # (in a thread: a nested write waiting on the staging's lock would wait forever)
+        writer = threading.Thread(target=write_files_atomically, daemon=True, args=(
+            tmp_path / "new" / "model", write), kwargs={"last": "config.json"})
+        writer.start()
+        writer.join(60)
+    finally:
+        os.umask(umask)
+    assert not writer.is_alive(), "a write inside the staging waits on the staging's lock"
+    model = tmp_path / "new" / "model"
+    assert sorted(os.listdir(model)) == ["config.json", "weights.hdf5"]
+    assert stat.S_IMODE(model.stat().st_mode) == 0o755
+    assert [os.fspath(b) for _, b in renames] == [os.fspath(model)]  # one rename, the whole
+    assert os.listdir(tmp_path / "new") == ["model"]
+
+    def fail(staging):
+        write(staging)
+        raise OSError("disk gone")
+
+    with pytest.raises(OSError, match="disk gone"):
+        write_files_atomically(tmp_path / "failed", fail, last="config.json")
+    assert sorted(os.listdir(tmp_path)) == ["new"]
 
 
 @contextlib.contextmanager

@@ -52,3 +52,28 @@ def test_progress_in_a_log_writes_a_plain_line_a_minute_and_one_at_the_end(capsy
     assert all(line.endswith("s so far") for line in lines[:2])
     assert len(lines) == 3 and lines[2].startswith("10000/10000")  # Keras's own, at the end
     assert not [line for line in lines if "\x1b" in line or "\r" in line or "\b" in line]
+
+
+def test_progress_lines_follow_keras_to_absl_logging_when_interactive_logging_is_off(
+        capsys, caplog, monkeypatch):
+    """`keras.config.disable_interactive_logging()` sends Keras's progress lines to absl's
+    log: `Progress`'s own lines go with them, not to stdout."""
+    import logging
+    import time
+
+    from elmo_tf.keras_compat import Progress
+
+    clock = iter([0.0, 61.0, 130.0])
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+    keras.config.disable_interactive_logging()
+    try:
+        with caplog.at_level(logging.INFO):
+            bar = Progress(10, unit_name="sentence")
+            bar.add(4)
+            bar.add(6)
+    finally:
+        keras.config.enable_interactive_logging()
+    assert capsys.readouterr().out == ""
+    messages = [record.getMessage() for record in caplog.records]
+    assert messages[0].startswith("4/10 sentences - ") and messages[0].endswith("s so far")
+    assert messages[-1].startswith("10/10")  # Keras's own, at the end

@@ -37,6 +37,8 @@ from elmo_tf.files import (
     read_json,
     remove_path,
     remove_stale_temporaries,
+    variables_bytes,
+    write_files_atomically,
     write_json_atomically,
 )
 from elmo_tf.models.family import family_for_backbone
@@ -220,23 +222,27 @@ def write_model_files(backbone, directory, training=None, tokenizer="whitespace"
     layout), then the backbone they describe, as it loads for inference (stateless, no
     dropout), as a KerasHub preset (config.json, metadata.json, model.weights.h5), with the
     family's tokenizer (tokenizer.json: `tokenizer`, how the corpus was split into tokens).
+    All of them are written in one temporary directory, then moved in, config.json last
+    (`files.write_files_atomically`): a process killed meanwhile leaves no model files in
+    `directory`, only a temporary that the next write removes.
 
     Example:
     >>> write_model_files(backbone, "model/")
     >>> keras_hub.models.Backbone.from_preset("model/")
     >>> keras_hub.tokenizers.Tokenizer.from_preset("model/")
     """
-    options, weights = (os.path.join(directory, name) for name in ("options.json",
-                                                                  "weights.hdf5"))
-    # First, no preset: one left from an earlier write would describe other weights until
-    # the new one is in place (`save_to_preset` writes config.json last).
-    with contextlib.suppress(FileNotFoundError):
-        os.remove(os.path.join(directory, "config.json"))
-    backbone.save_allennlp(weights, options, training=training)
-    tokenizer_class = family_for_backbone(backbone).tokenizer_class
-    if tokenizer_class is not None:  # before config.json, which makes the directory a preset
-        tokenizer_class(tokenizer, backbone.max_characters_per_token).save_to_preset(directory)
-    load_backbone(options, weights).save_to_preset(directory)
+    def write(staging):
+        options, weights = (os.path.join(staging, name) for name in ("options.json",
+                                                                    "weights.hdf5"))
+        backbone.save_allennlp(weights, options, training=training)
+        tokenizer_class = family_for_backbone(backbone).tokenizer_class
+        if tokenizer_class is not None:
+            tokenizer_class(tokenizer, backbone.max_characters_per_token).save_to_preset(staging)
+        load_backbone(options, weights).save_to_preset(staging)
+
+    # The weights twice (weights.hdf5, model.weights.h5), and room for the rest.
+    write_files_atomically(directory, write, last="config.json",
+                           needed_bytes=2 * variables_bytes(backbone.weights) + 2**20)
 
 
 def recipe_settings(recipe):

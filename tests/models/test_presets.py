@@ -21,6 +21,7 @@ from elmo_tf.models.backbone import Backbone
 from elmo_tf.models.elmo.elmo_backbone import ElmoBackbone
 from elmo_tf.models.elmo.elmo_config import ElmoConfig
 from elmo_tf.models.elmo.elmo_tokenizer import ElmoTokenizer
+from elmo_tf.models.load_backbone import load_backbone
 from elmo_tf.models.masked_elmo.masked_elmo_backbone import MaskedElmoBackbone
 from elmo_tf.models.masked_elmo.masked_elmo_tokenizer import MaskedElmoTokenizer
 from tests import reference, subprocesses
@@ -202,11 +203,16 @@ def test_model_files_written_again_never_leave_a_preset_of_the_old_weights(tmp_p
     new = ElmoBackbone(ElmoConfig.from_architecture("tiny"))
     monkeypatch.setattr(ElmoTokenizer, "save_to_preset", lambda self, d: (_ for _ in ()).throw(
         OSError("disk full")))
+    before = sorted(os.listdir(tmp_path))
     with pytest.raises(OSError, match="disk full"):
-        write_model_files(new, tmp_path)  # the family's files written, the preset not yet
+        write_model_files(new, tmp_path)  # the family's files staged, the preset not yet
     monkeypatch.undo()
-    assert not (tmp_path / "config.json").exists()
-    np.testing.assert_array_equal(_layers(Backbone.from_preset(tmp_path)), _layers(new))
+    # Nothing of the failed write was moved in: the old model, whole, in both formats.
+    assert sorted(os.listdir(tmp_path)) == before
+    np.testing.assert_array_equal(_layers(Backbone.from_preset(tmp_path)), _layers(old))
+    np.testing.assert_array_equal(
+        _layers(load_backbone(tmp_path / "options.json", tmp_path / "weights.hdf5")),
+        _layers(old))
 
 
 def test_a_family_whose_classes_keras_cannot_find_is_refused(monkeypatch):
