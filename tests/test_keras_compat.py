@@ -67,7 +67,7 @@ def test_progress_lines_follow_keras_to_absl_logging_when_interactive_logging_is
     monkeypatch.setattr(time, "monotonic", lambda: next(clock))
     keras.config.disable_interactive_logging()
     try:
-        with caplog.at_level(logging.INFO):
+        with caplog.at_level(logging.INFO, logger="absl"):  # (another test may have raised it)
             bar = Progress(10, unit_name="sentence")
             bar.add(4)
             bar.add(6)
