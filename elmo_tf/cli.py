@@ -595,7 +595,7 @@ def _init(args):
     from elmo_tf.models.backbone import Backbone
     from elmo_tf.training.run_directory import write_model_files
 
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
+    if os.path.exists(os.path.normpath(args.output)) and not os.path.isdir(args.output):
         raise ValueError(f"--output {args.output} is a file: `init` writes a model directory "
                          "(made if absent); give another path.")
     # A model's directory (a trained run's, say) is never overwritten with random weights.

@@ -152,9 +152,9 @@ def write_atomically(path, write, needed_bytes=None):
     If `write` raises (or the process is interrupted), `path` is untouched and the temporary
     file is removed. A process killed outright (kill -9, power loss) cannot remove it: the next
     write of `path` does (`remove_stale_temporaries`; the temporary is locked while written). A
-    failed write is an `OSError` that names `path`. Inside an enclosing write's temporary
-    directory (`write_files_atomically`'s staging: locked by its writer, nothing stale in it),
-    `write(path)` writes `path` itself: the enclosing write moves it in, or removes it.
+    failed write is an `OSError` that names `path`. Inside one of elmo-tf's temporary
+    directories (an enclosing `write_files_atomically`'s staging, a process's scratch: locked
+    by its writer, who removes it, or moves it in, whole), `write(path)` writes `path` itself.
 
     Args:
         path: the file to write.
@@ -256,27 +256,43 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     """
     directory = os.fspath(directory)
     lasts = [last] if isinstance(last, str) else list(last or ())
-    if is_temporary(os.path.basename(os.path.normpath(directory))):
-        write(directory)  # inside an enclosing write's staging: that write moves it all in
+    target = os.path.abspath(directory)  # ("out/" for a file named out: the file)
+    parent, name = os.path.split(target)
+    if is_temporary(name) or (is_temporary(os.path.basename(parent))
+                              and not os.path.lexists(target)):
+        # Inside an enclosing write's staging (locked by that writer): it moves it all in.
+        os.makedirs(target, exist_ok=True)
+        write(directory)
         return
-    if not os.path.lexists(directory):  # new: staged beside it, then one rename
-        parent, name = os.path.split(os.path.abspath(directory))
+    if not os.path.lexists(target):  # new: staged beside it, then one rename
         os.makedirs(parent, exist_ok=True)
         remove_stale_temporaries(parent, name)
         if needed_bytes is not None:
             check_free_space(parent, needed_bytes, f"the files written into {directory}")
         umask = os.umask(0)
         os.umask(umask)
-        with locked_temporary(parent, name, is_directory=True) as staging:
+        with locked_temporary(parent, name, is_directory=True) as staging, \
+                _naming(staging, directory):
             write(staging)
-            os.chmod(staging, 0o777 & ~umask)  # mkdtemp makes 0700: a normal directory's mode
-            os.replace(staging, directory)
+            # mkdtemp makes 0700: a normal directory's mode (and the set-group-ID bit it
+            # inherited in a shared directory)
+            os.chmod(staging, (os.stat(staging).st_mode & 0o7000) | (0o777 & ~umask))
+            try:
+                os.replace(staging, target)
+            except OSError as error:
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+                raise FileExistsError(
+                    errno.EEXIST, f"{directory} appeared while it was written (another "
+                    "process?): nothing of this write was moved in; write again, or "
+                    "elsewhere") from None
         return
     os.makedirs(directory, exist_ok=True)
     remove_stale_temporaries(directory, ".staging")
     if needed_bytes is not None:
         check_free_space(directory, needed_bytes, f"the files written into {directory}")
-    with locked_temporary(directory, ".staging", is_directory=True) as staging:
+    with locked_temporary(directory, ".staging", is_directory=True) as staging, \
+            _naming(staging, directory):
         write(staging)
         names = sorted((os.path.relpath(os.path.join(root, name), staging)
                         for root, _, files in os.walk(staging) for name in files),
@@ -289,6 +305,21 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
         for name in names:
             os.replace(os.path.join(staging, name), os.path.join(directory, name))
         remove_path(staging)
+
+
+@contextlib.contextmanager
+def _naming(staging, directory):
+    """An `OSError` raised in the block names `directory` where it named `staging` (a
+    failed write names where its files were going, not the temporary they were written in)."""
+    try:
+        yield
+    except OSError as error:
+        message = str(error)
+        if staging not in message:
+            raise
+        message = re.sub(r"^\[Errno \d+\] ", "", message).replace(staging,
+                                                                  directory.rstrip(os.sep))
+        raise (OSError(error.errno, message) if error.errno else OSError(message)) from error
 
 
 def write_json_atomically(path, value):

@@ -1,6 +1,7 @@
 import contextlib
 import fcntl
 import os
+import pathlib
 import re
 import shutil
 import stat
@@ -12,6 +13,7 @@ import pytest
 from elmo_tf.files import (
     check_free_space,
     private_temporary_directory,
+    read_json,
     remove_stale_temporaries,
     temporary_prefix,
     utf8_lines,
@@ -54,6 +56,8 @@ def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, mon
                          lambda tmp: open(tmp, "w").write("w"))
         write_files_atomically(staging, lambda inner: open(os.path.join(inner, "config.json"),
                                                            "w").write("{}"), last="config.json")
+        write_files_atomically(os.path.join(staging, "assets"), lambda inner: open(
+            os.path.join(inner, "vocab.txt"), "w").write("a"))  # a new directory in it
 
     renames = []
     replace = os.replace
@@ -68,7 +72,8 @@ def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, mon
         os.umask(umask)
     assert not writer.is_alive(), "a write inside the staging waits on the staging's lock"
     model = tmp_path / "new" / "model"
-    assert sorted(os.listdir(model)) == ["config.json", "weights.hdf5"]
+    assert sorted(os.listdir(model)) == ["assets", "config.json", "weights.hdf5"]
+    assert os.listdir(model / "assets") == ["vocab.txt"]
     assert stat.S_IMODE(model.stat().st_mode) == 0o755
     assert [os.fspath(b) for _, b in renames] == [os.fspath(model)]  # one rename, the whole
     assert os.listdir(tmp_path / "new") == ["model"]
@@ -80,6 +85,35 @@ def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, mon
     with pytest.raises(OSError, match="disk gone"):
         write_files_atomically(tmp_path / "failed", fail, last="config.json")
     assert sorted(os.listdir(tmp_path)) == ["new"]
+
+
+def test_a_failed_directory_write_names_the_directory_and_one_made_meanwhile_is_kept(
+        tmp_path):
+    """An error in a staged write names where the files were going, not the temporary; a
+    directory that another process made while this one wrote is kept as it is, and named."""
+    def full_disk(staging):
+        raise OSError(28, f"writing {os.path.join(staging, 'weights.hdf5')} failed: "
+                          "No space left on device")
+
+    for directory in (tmp_path / "new", tmp_path / "existing"):
+        if directory.name == "existing":
+            directory.mkdir()
+        with pytest.raises(OSError) as error:
+            write_files_atomically(directory, full_disk)
+        assert error.value.errno == 28 and str(error.value) == (
+            f"[Errno 28] writing {directory / 'weights.hdf5'} failed: No space left on device")
+    assert sorted(os.listdir(tmp_path)) == ["existing"] and not os.listdir(tmp_path / "existing")
+
+    def another_process_meanwhile(staging):
+        (tmp_path / "taken").mkdir()
+        (tmp_path / "taken" / "theirs.txt").write_text("theirs")
+        (pathlib.Path(staging) / "ours.txt").write_text("ours")
+
+    with pytest.raises(FileExistsError, match=re.escape(
+            f"{tmp_path / 'taken'} appeared while it was written")):
+        write_files_atomically(tmp_path / "taken", another_process_meanwhile)
+    assert os.listdir(tmp_path / "taken") == ["theirs.txt"]
+    assert sorted(os.listdir(tmp_path)) == ["existing", "taken"]
 
 
 @contextlib.contextmanager
@@ -220,3 +254,22 @@ def test_another_users_scratch_directory_is_left_alone(tmp_path, monkeypatch):
         assert tempfile.gettempdir() == scratch == os.environ["TMPDIR"]
         assert not mine.exists() and theirs.exists()
     assert not os.path.exists(scratch) and tempfile.tempdir == str(tmp_path)
+
+
+def test_read_json_names_the_path_and_what_it_is_instead(tmp_path):
+    """Each way a path is not a JSON file is an error naming it: absent, a directory, an
+    HDF5 file (weights where options belong), bytes that are not UTF-8, text that is not JSON."""
+    (tmp_path / "options.json").write_text('{"lstm": {"dim": 4}}')
+    assert read_json(tmp_path / "options.json") == {"lstm": {"dim": 4}}
+    cases = {"absent.json": (FileNotFoundError, "absent.json: no such file"),
+             "folder": (IsADirectoryError, "folder is a directory, not a JSON file"),
+             "weights.hdf5": (ValueError, "weights.hdf5: an HDF5 file, not JSON"),
+             "latin1.json": (ValueError, "latin1.json: not a JSON text file"),
+             "broken.json": (ValueError, "broken.json: not valid JSON")}
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "weights.hdf5").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(8))
+    (tmp_path / "latin1.json").write_bytes('{"name": "caf\xe9"}'.encode("latin-1"))
+    (tmp_path / "broken.json").write_text('{"lstm": ')
+    for name, (error, message) in cases.items():
+        with pytest.raises(error, match=re.escape(str(tmp_path / message))):
+            read_json(tmp_path / name)

@@ -153,10 +153,11 @@ class Backbone(keras_hub.models.Backbone):
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """Writes the backbone as a KerasHub preset (`config.json`, `metadata.json`,
         `model.weights.h5`; KerasHub's own writer), each file whole or not at all: written in
-        a temporary directory inside `preset_dir`, then renamed into place one by one,
-        `config.json` last and an earlier one removed first (a directory without it is no
-        KerasHub preset: a failed write leaves no preset that mixes two models), after a check
-        that the disk has room for the weights (`files.write_files_atomically`).
+        a temporary directory, then a new `preset_dir` renamed into place whole, or into an
+        existing one the files renamed one by one, `config.json` last and an earlier one
+        removed first (a directory without it is no KerasHub preset: a failed write leaves no
+        preset that mixes two models), after a check that the disk has room for the weights
+        (`files.write_files_atomically`).
 
         Args:
             preset_dir: the directory (created if need be; other files in it are kept).

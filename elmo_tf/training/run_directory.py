@@ -222,9 +222,10 @@ def write_model_files(backbone, directory, training=None, tokenizer="whitespace"
     layout), then the backbone they describe, as it loads for inference (stateless, no
     dropout), as a KerasHub preset (config.json, metadata.json, model.weights.h5), with the
     family's tokenizer (tokenizer.json: `tokenizer`, how the corpus was split into tokens).
-    All of them are written in one temporary directory, then moved in, config.json last
-    (`files.write_files_atomically`): a process killed meanwhile leaves no model files in
-    `directory`, only a temporary that the next write removes.
+    All of them are written in one temporary directory first (`files.write_files_atomically`;
+    a killed process's, the next write removes): a new `directory` appears whole in one
+    rename; into an existing one (a run's) they are moved one by one, config.json last, so a
+    failed write leaves the old model whole and a killed one no preset of two models.
 
     Example:
     >>> write_model_files(backbone, "model/")

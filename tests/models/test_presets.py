@@ -194,8 +194,8 @@ def test_a_foreign_config_json_beside_the_family_files_is_not_taken_for_a_preset
     np.testing.assert_array_equal(_layers(Backbone.from_preset(directory)), expected)
 
 
-def test_model_files_written_again_never_leave_a_preset_of_the_old_weights(tmp_path,
-                                                                           monkeypatch):
+def test_model_files_that_fail_to_be_written_again_leave_the_old_model_whole(tmp_path,
+                                                                              monkeypatch):
     from elmo_tf.training.run_directory import write_model_files
 
     old = ElmoBackbone(ElmoConfig.from_architecture("tiny"))
