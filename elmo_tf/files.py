@@ -246,7 +246,9 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     config.json; a task preset's task.json too) is never a mix
     of two writes. Other files in `directory` are kept. A `directory` that does not exist yet
     is staged beside it instead and renamed into place whole: a process killed at any point
-    leaves nothing there. With `needed_bytes`, the disk's room
+    leaves nothing there (one that another process makes meanwhile is taken over while it is
+    empty, and kept, named in a FileExistsError, once it holds files). Errors name
+    `directory`, not the temporary. With `needed_bytes`, the disk's room
     is checked first (`check_free_space`). Called for an enclosing call's staging directory (a
     task preset writes its backbone's files), it writes there directly: the enclosing call
     moves everything in.
@@ -260,7 +262,8 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     parent, name = os.path.split(target)
     if is_temporary(name) or (is_temporary(os.path.basename(parent))
                               and not os.path.lexists(target)):
-        # Inside an enclosing write's staging (locked by that writer): it moves it all in.
+        # Inside an enclosing write's staging (locked by that writer): it moves it all in, or
+        # removes it all (what a caught error here leaves stays in that staging).
         os.makedirs(target, exist_ok=True)
         write(directory)
         return
@@ -315,11 +318,11 @@ def _naming(staging, directory):
         yield
     except OSError as error:
         message = str(error)
-        if staging not in message:
-            raise
+        if staging not in message or type(error) is not type(OSError(error.errno, "")):
+            raise  # (not a system call's error: `shutil.Error`, say)
         message = re.sub(r"^\[Errno \d+\] ", "", message).replace(staging,
                                                                   directory.rstrip(os.sep))
-        raise (OSError(error.errno, message) if error.errno else OSError(message)) from error
+        raise OSError(error.errno, message) from error
 
 
 def write_json_atomically(path, value):

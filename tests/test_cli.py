@@ -75,6 +75,8 @@ def test_bad_input_is_a_clear_error_and_writes_nothing(tiny_model, tmp_path, cap
     for argv, message in (
             (["init", "--preset", "tiny", "--output", str(weight_file.parent)],
              f"--output {weight_file.parent} already holds a model (options.json, weights.hdf5)"),
+            (["init", "--preset", "tiny", "--output", f"{tmp_path / 'in.txt'}/"],
+             f"--output {tmp_path / 'in.txt'}/ is a file"),
             (["embed", "--options", str(options_file), "--weights", str(weight_file), "--input",
               str(tmp_path / "in.txt"), "--output", str(weight_file)],
              f"--output {weight_file} is the model's weights: give another path"),

@@ -74,9 +74,15 @@ def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, mon
     model = tmp_path / "new" / "model"
     assert sorted(os.listdir(model)) == ["assets", "config.json", "weights.hdf5"]
     assert os.listdir(model / "assets") == ["vocab.txt"]
-    assert stat.S_IMODE(model.stat().st_mode) == 0o755
+    assert stat.S_IMODE(model.stat().st_mode) & 0o777 == 0o755
     assert [os.fspath(b) for _, b in renames] == [os.fspath(model)]  # one rename, the whole
     assert os.listdir(tmp_path / "new") == ["model"]
+    # In a directory shared by a group (set-group-ID), a new directory keeps the bit, as
+    # `mkdir` would.
+    (tmp_path / "shared").mkdir()
+    os.chmod(tmp_path / "shared", 0o2775)
+    write_files_atomically(tmp_path / "shared" / "model", write, last="config.json")
+    assert (tmp_path / "shared" / "model").stat().st_mode & stat.S_ISGID
 
     def fail(staging):
         write(staging)
@@ -84,7 +90,7 @@ def test_a_new_directory_appears_whole_in_one_rename_or_not_at_all(tmp_path, mon
 
     with pytest.raises(OSError, match="disk gone"):
         write_files_atomically(tmp_path / "failed", fail, last="config.json")
-    assert sorted(os.listdir(tmp_path)) == ["new"]
+    assert sorted(os.listdir(tmp_path)) == ["new", "shared"]
 
 
 def test_a_failed_directory_write_names_the_directory_and_one_made_meanwhile_is_kept(

@@ -77,7 +77,7 @@ class RunDirectory:
         >>> with RunDirectory("runs/tiny").opened() as run:
         ...     run.write_record({"settings": settings})
         """
-        if os.path.exists(self.path) and not os.path.isdir(self.path):
+        if os.path.exists(os.path.normpath(self.path)) and not os.path.isdir(self.path):
             raise NotADirectoryError(f"{self.path} is a file: a run's output is a directory "
                                      "(made if absent); give another path.")
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)

@@ -328,9 +328,9 @@ def test_bad_input_gives_clear_errors(tmp_path, capsys, corpus):
     assert f"{tmp_path / 'nodir'}: no such directory" in _cli_error(
         capsys, "evaluate", "--model", str(tmp_path / "nodir"), "--corpus", corpus["heldout"])
     (tmp_path / "file.txt").write_text("")
-    assert f"{tmp_path / 'file.txt'} is a file: a run's output is a directory" in _cli_error(
-        capsys, "train", "--recipe", "tiny", "--corpus", corpus["train"], "--output",
-        str(tmp_path / "file.txt"))
+    for path in (str(tmp_path / "file.txt"), f"{tmp_path / 'file.txt'}/"):
+        assert f"{path} is a file: a run's output is a directory" in _cli_error(
+            capsys, "train", "--recipe", "tiny", "--corpus", corpus["train"], "--output", path)
     assert f"{tmp_path / 'missing.json'}: no such file" in _cli_error(
         capsys, "train", "--recipe", str(tmp_path / "missing.json"), "--corpus",
         corpus["train"], "--output", str(tmp_path / "never"))
