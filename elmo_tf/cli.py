@@ -592,10 +592,11 @@ def _print_perplexities(name, results, family, best=None):
 def _init(args):
     import keras
 
+    from elmo_tf.files import names_a_file
     from elmo_tf.models.backbone import Backbone
     from elmo_tf.training.run_directory import write_model_files
 
-    if os.path.exists(os.path.normpath(args.output)) and not os.path.isdir(args.output):
+    if names_a_file(args.output):
         raise ValueError(f"--output {args.output} is a file: `init` writes a model directory "
                          "(made if absent); give another path.")
     # A model's directory (a trained run's, say) is never overwritten with random weights.

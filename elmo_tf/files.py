@@ -40,6 +40,27 @@ def is_temporary(basename, name=None):
                         basename) is not None
 
 
+def in_a_temporary(path):
+    """Whether `path` is inside one of elmo-tf's temporary directories (a staging or a
+    process's scratch, `locked_temporary`): its writer holds the directory's lock, and moves
+    what is in it into place, or removes it, whole."""
+    return is_temporary(os.path.basename(os.path.dirname(os.path.abspath(path))))
+
+
+def names_a_file(path):
+    """Whether `path` is something other than a directory that exists (`out/` for a file
+    named out included): where a command's output directory cannot be."""
+    return os.path.exists(os.path.normpath(path)) and not os.path.isdir(path)
+
+
+def with_umask(mode):
+    """`mode` less this process's umask: the mode `open` or `mkdir` would give a new file or
+    directory (`mkstemp` and `mkdtemp` give 0600 and 0700 instead)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return mode & ~umask
+
+
 @contextlib.contextmanager
 def _directory_lock(directory, operation):
     """Holds `flock(operation)` on `directory` itself. Writers hold it shared while they create
@@ -169,20 +190,18 @@ def write_atomically(path, write, needed_bytes=None):
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     name = os.path.basename(path)
-    staged = is_temporary(os.path.basename(directory))
+    staged = in_a_temporary(path)
     if not staged:  # (a staging directory's lock is its writer's: it would wait for itself)
         remove_stale_temporaries(directory, name)
     if needed_bytes is not None:
         check_free_space(path, needed_bytes, path)
-    umask = os.umask(0)
-    os.umask(umask)
     try:
         if staged:
             write(path)
             return
         with locked_temporary(directory, name) as tmp:
             write(tmp)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give it a normal file's mode
+            os.chmod(tmp, with_umask(0o666))  # mkstemp makes 0600: a normal file's mode
             os.replace(tmp, path)
     except OSError as error:
         if error.filename is None and path not in str(error):
@@ -260,8 +279,7 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     lasts = [last] if isinstance(last, str) else list(last or ())
     target = os.path.abspath(directory)  # ("out/" for a file named out: the file)
     parent, name = os.path.split(target)
-    if is_temporary(name) or (is_temporary(os.path.basename(parent))
-                              and not os.path.lexists(target)):
+    if is_temporary(name) or (in_a_temporary(target) and not os.path.lexists(target)):
         # Inside an enclosing write's staging (locked by that writer): it moves it all in, or
         # removes it all (what a caught error here leaves stays in that staging).
         os.makedirs(target, exist_ok=True)
@@ -272,14 +290,12 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
         remove_stale_temporaries(parent, name)
         if needed_bytes is not None:
             check_free_space(parent, needed_bytes, f"the files written into {directory}")
-        umask = os.umask(0)
-        os.umask(umask)
         with locked_temporary(parent, name, is_directory=True) as staging, \
                 _naming(staging, directory):
             write(staging)
             # mkdtemp makes 0700: a normal directory's mode (and the set-group-ID bit it
             # inherited in a shared directory)
-            os.chmod(staging, (os.stat(staging).st_mode & 0o7000) | (0o777 & ~umask))
+            os.chmod(staging, (os.stat(staging).st_mode & 0o7000) | with_umask(0o777))
             try:
                 os.replace(staging, target)
             except OSError as error:

@@ -11,6 +11,7 @@ from elmo_tf.files import (
     locked_temporary,
     remove_stale_temporaries,
     variables_bytes,
+    with_umask,
 )
 from elmo_tf.keras_compat import saved_as_untrainable, trackable_object
 from elmo_tf.ops.chunking import map_in_chunks
@@ -100,9 +101,7 @@ def save_version(module, signatures, export_base, version, model):
         except tf.errors.OpError as error:  # a full disk, a quota, a file-size limit, ...
             raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
         check_cpu_servable(tmp, f"the SavedModel {target}")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes 0700; a server may run as another user
+        os.chmod(tmp, with_umask(0o777))  # mkdtemp makes 0700; a server may run as another user
         os.replace(tmp, target)
     return target
 

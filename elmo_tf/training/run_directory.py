@@ -34,6 +34,7 @@ from elmo_tf.data.generated_corpus import GeneratedLanguage, write_generated_cor
 from elmo_tf.data.vocabulary_counts import build_vocabulary
 from elmo_tf.files import (
     exclusive_lock,
+    names_a_file,
     read_json,
     remove_path,
     remove_stale_temporaries,
@@ -77,7 +78,7 @@ class RunDirectory:
         >>> with RunDirectory("runs/tiny").opened() as run:
         ...     run.write_record({"settings": settings})
         """
-        if os.path.exists(os.path.normpath(self.path)) and not os.path.isdir(self.path):
+        if names_a_file(self.path):
             raise NotADirectoryError(f"{self.path} is a file: a run's output is a directory "
                                      "(made if absent); give another path.")
         os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
