@@ -19,6 +19,8 @@ from keras.src.losses.loss import unscale_loss_for_distribution
 from keras.src.saving import saving_lib
 from keras.src.utils import io_utils
 from tensorflow.core.protobuf import saved_model_pb2
+from tensorflow.python.autograph.core import config as autograph_config
+from tensorflow.python.autograph.core import config_lib as autograph_rules
 from tensorflow.python.eager import context
 from tensorflow.python.eager import record
 from tensorflow.python.framework import kernels
@@ -45,6 +47,28 @@ def check_versions(keras_version=None, tensorflow_version=None):
 
 
 check_versions()
+
+
+def trace_without_autograph(package="elmo_tf"):
+    """Has AutoGraph leave the functions of `package` (its modules' functions, methods and
+    lambdas) as they are written when `tf.function`, `tf.data` or `tf.map_fn` trace them, as it
+    leaves TensorFlow's and Keras's own. elmo-tf's graph code branches and loops on tensors
+    with `tf.cond` and `tf.while_loop` only, so converting it changed nothing but cost each
+    process that trains or reads a corpus about 2 s of CPU (14 functions' source parsed and
+    rewritten; `bench/results/autograph-*.json`) and wrote `__autograph_generated_file*.py`
+    temporaries. A user's functions, given to elmo-tf's pipelines or not, are converted as
+    before. Called when elmo_tf is imported.
+
+    Private: `tensorflow.python.autograph.core.config.CONVERSION_RULES`, the rule list that
+    exempts `tensorflow` and `keras`; the public `tf.autograph.experimental.do_not_convert`
+    marks one function at a time (no upstream issue found for a package-wide one)."""
+    rule = autograph_rules.DoNotConvert(package)
+    if not any(isinstance(r, autograph_rules.DoNotConvert) and r.matches(package)
+               for r in autograph_config.CONVERSION_RULES):
+        autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
+
+
+trace_without_autograph()
 
 
 # --- layers --------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "elmo_tf"
 PRIVATE = re.compile(r"\bkeras\.src\b|\btensorflow\.(python|core)\b|\btf\.__internal__\b|"
                      r"\._(flatten_layers|track_variable|convert_input_args|(maybe_)?symbolic_build|"
                      r"in_multi_worker_mode|clip_gradients|backend_update_step|save_state)\b")
+# A call of `tf.function(...)` in code (not in a docstring's backquotes), its arguments with up
+# to two levels of brackets inside.
+TF_FUNCTION = re.compile(r"(?<![\w.`])tf\.function\((?:[^()]|\((?:[^()]|\([^()]*\))*\))*\)")
 
 
 def test_no_module_but_keras_compat_touches_private_keras_or_tensorflow():
@@ -77,3 +80,26 @@ def test_progress_lines_follow_keras_to_absl_logging_when_interactive_logging_is
     messages = [record.getMessage() for record in caplog.records]
     assert messages[0].startswith("4/10 sentences - ") and messages[0].endswith("s so far")
     assert messages[-1].startswith("10/10")  # Keras's own, at the end
+
+
+def test_autograph_traces_elmo_tfs_functions_as_written_and_still_converts_a_users():
+    """`trace_without_autograph` (run as elmo_tf is imported): a Python `if` on a tensor is
+    what AutoGraph rewrites (into a `tf.cond`); a user's function keeps that, while the same
+    function as one of elmo_tf's is traced as written, so its `if` fails as Python's does on a
+    symbolic tensor. And every `tf.function` elmo_tf makes itself (AutoGraph converts those
+    whatever their module) says `autograph=False`."""
+    def magnitude(x):
+        if x > 0:
+            return x
+        return -x
+
+    numbers = tf.data.Dataset.from_tensor_slices([-2, 3])
+    assert list(numbers.map(magnitude).as_numpy_iterator()) == [2, 3]
+    magnitude.__module__ = "elmo_tf.data.corpus"  # now a function of elmo_tf's
+    with pytest.raises(TypeError, match="Using a symbolic `tf.Tensor` as a Python `bool`"):
+        numbers.map(magnitude)
+    calls = [f"{path.relative_to(PACKAGE)}: {call[:60]}"
+             for path in sorted(PACKAGE.rglob("*.py"))
+             for call in TF_FUNCTION.findall(path.read_text())
+             if "autograph=False" not in call]
+    assert calls == []

@@ -160,7 +160,7 @@ def _serving_module(embedding):
         out["default"] = tf.reduce_sum(out["elmo"] * mask, axis=1) / count
         return out
 
-    @tf.function(input_signature=[tokens_spec, tf.TensorSpec([None], tf.int32)])
+    @tf.function(input_signature=[tokens_spec, tf.TensorSpec([None], tf.int32)], autograph=False)
     def serve_tokens(tokens, sequence_len):
         # A signature checks its inputs' dtypes, not their shapes: a request of another rank
         # would fail deep inside the model. This fails first, with "Shape of tensor tokens [2]
@@ -182,7 +182,8 @@ def _serving_module(embedding):
             tokens = tf.where(tf.sequence_mask(sequence_len, time), tokens, "")
         return all_outputs(tokens)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="default")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="default")],
+                 autograph=False)
     def serve_default(default):
         default = tf.ensure_shape(default, [None], name="default")  # as in serve_tokens
         ragged = tf.strings.split(default)
@@ -190,11 +191,11 @@ def _serving_module(embedding):
         return all_outputs(tf.reshape(ragged.to_tensor(default_value=""),
                                       tf.stack([tf.shape(default)[0], time])))
 
-    @tf.function(input_signature=[tokens_spec])
+    @tf.function(input_signature=[tokens_spec], autograph=False)
     def call_inference(tokens):
         return tf.cast(embedding(tokens, training=False), tf.float32)
 
-    @tf.function(input_signature=[tokens_spec])
+    @tf.function(input_signature=[tokens_spec], autograph=False)
     def call_training(tokens):
         return tf.cast(embedding(tokens, training=True), tf.float32)
 
@@ -206,7 +207,7 @@ def _serving_module(embedding):
     module.variables = [v.value for v in embedding.variables]  # dropout seed state included
     module.trainable_variables = [v.value for v in embedding.trainable_weights]
     module.regularization_losses = _regularization_losses(embedding)
-    module.__call__ = tf.function(call)
+    module.__call__ = tf.function(call, autograph=False)
     module.__call__.get_concrete_function(tokens_spec, training=False)
     module.__call__.get_concrete_function(tokens_spec, training=True)
     signatures = {"serving_default": serve_tokens, "tokens": serve_tokens,
@@ -217,7 +218,8 @@ def _serving_module(embedding):
 def _regularization_losses(embedding):
     """Zero-argument functions for the mixes' L2 penalties (bilm-tf's `l2_coef * sum(w**2)`)."""
     def penalty(weights, coef):
-        return tf.function(lambda: coef * tf.reduce_sum(tf.square(weights)), input_signature=[])
+        return tf.function(lambda: coef * tf.reduce_sum(tf.square(weights)), input_signature=[],
+                           autograph=False)
 
     return [penalty(mix.scalar_weights.value, mix.l2_coef) for mix in embedding.scalar_mixes
             if mix.l2_coef and mix.trainable_weights]

@@ -250,7 +250,7 @@ class Backbone(keras_hub.models.Backbone):
                     return self(ids, training=False)
 
             self._embed.functions[device_type] = tf.function(
-                run, input_signature=[spec], jit_compile=xla)
+                run, input_signature=[spec], jit_compile=xla, autograph=False)
         function = self._embed.functions[device_type]
         if not xla:
             return function(char_ids)

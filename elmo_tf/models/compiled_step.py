@@ -112,7 +112,7 @@ class CompiledStep:
         # One trace per input signature (a new shape compiles once), kept in a plain
         # namespace: not tracked, not saved with the model.
         self._xla_step = types.SimpleNamespace(
-            gradients=tf.function(self._gradients, jit_compile=True))
+            gradients=tf.function(self._gradients, jit_compile=True, autograph=False))
 
     def get_compile_config(self):
         config = super().get_compile_config()

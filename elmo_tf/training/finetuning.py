@@ -772,7 +772,8 @@ def _scorer(model, compiled):
     functions = _SCORERS.setdefault(model, {})
     if compiled not in functions:
         functions[compiled] = tf.function(lambda x: model(x, training=False),
-                                          jit_compile=compiled, reduce_retracing=not compiled)
+                                          jit_compile=compiled, reduce_retracing=not compiled,
+                                          autograph=False)
     return functions[compiled]
 
 

@@ -349,7 +349,7 @@ class DownstreamTask(Task):
         it."""
         specs = [tf.TensorSpec([None], tf.string, name=name) for name in self.input_names]
 
-        @tf.function(input_signature=specs)
+        @tf.function(input_signature=specs, autograph=False)
         def serve(*texts):
             texts = [tf.ensure_shape(t, [None], name=name)
                      for t, name in zip(texts, self.input_names)]
