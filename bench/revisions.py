@@ -15,7 +15,12 @@ Checks REV out into a temporary git worktree, then alternates fresh processes of
   median `train_on_batch` call of a `TextClassifier` on a frozen biLM of
   `elmo_cpu`'s shape (random weights), the probes' head (`finetune`'s with 64 BiLSTM units), 32
   synthetic texts of 20 words, without XLA, then compiled (`_xla`; its first step follows the
-  process's first fit of the classifier, so compare each across trees, not with each other).
+  process's first fit of the classifier, so compare each across trees, not with each other);
+* commands: the CPU seconds (user + system) of a whole `elmo-tf` process, each a fresh one,
+  as a user runs them on tiny inputs: `init --preset tiny`, `train` of `tiny` for 4 steps on
+  600 generated sentences (with a held-out file), `embed` of 4 sentences, `export`, and
+  `finetune` of a classifier for 1 epoch on 16 texts (`command_cpu_*`). There start-up and
+  tracing are most of the cost, not the steps.
 
 Machines are noisy and differ between sessions, so the figures that matter are the ratios
 current / baseline of the medians over repeats, written with every sample to the JSON
@@ -121,7 +126,47 @@ def measure(tree):
             classifier.train_on_batch(x, y)
             calls.append(time.perf_counter() - started)
         seconds[f"train_on_batch_frozen_classifier{suffix}"] = float(np.median(calls))
+    seconds.update(command_seconds(tree))
     print(PREFIX + json.dumps(seconds), flush=True)
+
+
+def command_seconds(tree):
+    """The CPU seconds of each tiny `elmo-tf` command (module doc), run in order in fresh
+    processes whose `elmo_tf` is `tree`'s."""
+    import resource
+
+    from elmo_tf.data.generated_corpus import write_generated_corpus
+
+    environ = {**os.environ, "PYTHONPATH": tree, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    seconds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = write_generated_corpus(os.path.join(tmp, "corpus"), n_sentences=600,
+                                        n_heldout=100, n_shards=1)
+        with open(os.path.join(tmp, "train.tsv"), "w") as f:
+            f.writelines(f"{label}\t{label} film number {i}\n"
+                         for i in range(8) for label in ("good", "bad"))
+        with open(os.path.join(tmp, "sentences.txt"), "w") as f:
+            f.write("the cat sat .\na dog ran off\nhello\nso it goes on and on\n")
+        model, run = os.path.join(tmp, "model"), os.path.join(tmp, "run")
+        commands = {
+            "init": ["init", "--preset", "tiny", "--output", model],
+            "train": ["train", "--recipe", "tiny", "--corpus", corpus["train"], "--validation",
+                      corpus["heldout"], "--steps", "4", "--output", run],
+            "embed": ["embed", "--model", model, "--output", os.path.join(tmp, "v.hdf5")],
+            "export": ["export", "--model", model, "--output", os.path.join(tmp, "serving")],
+            "finetune": ["finetune", "--task", "classify", "--train",
+                         os.path.join(tmp, "train.tsv"), "--dev",
+                         os.path.join(tmp, "train.tsv"), "--model", model, "--epochs", "1",
+                         "--output", os.path.join(tmp, "classifier")]}
+        for name, argv in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            with open(os.path.join(tmp, "sentences.txt")) as stdin:
+                subprocess.run([sys.executable, "-m", "elmo_tf_launcher", *argv], env=environ,
+                               cwd=tmp, stdin=stdin, capture_output=True, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            seconds[f"command_cpu_{name}"] = (after.ru_utime - before.ru_utime
+                                              + after.ru_stime - before.ru_stime)
+    return seconds
 
 
 def main():
