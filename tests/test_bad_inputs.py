@@ -184,7 +184,7 @@ def _kill_commands(tmp_path, tiny_model):
         "dump": (["dump", sentences, str(out / "vec.hdf5"), "--model", str(bilm)],
                  r"vec\.hdf5", out, r"vec\.hdf5", {"vec.hdf5"}),
         "export": (["export", "--options", str(options_file), "--weights", str(weight_file),
-                    "--output", str(out)], "1", out, r"\.export", {"1/saved_model.pb"}),
+                    "--output", str(out)], "1", out, "1", {"1/saved_model.pb"}),
         "finetune": (["finetune", "--task", "classify", "--train", str(labelled), "--dev",
                       str(labelled), "--model", str(bilm), "--encoder-units", "4", "--epochs",
                       "2", "--output", str(out)],

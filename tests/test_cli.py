@@ -124,10 +124,13 @@ def test_export_writes_versions_that_serve(tiny_model, tmp_path, capsys):
         assert main(["export", "--options", str(options_file), "--weights", str(weight_file),
                      "--output", str(base)]) == 0
         assert f"{base / version}" in capsys.readouterr().out
-        # What an export killed with -9 leaves (unlocked): the next export removes it.
-        stale = base / f"{temporary_prefix('.export')}x{version}y2.tmp"
+        # What an export of the next version killed with -9 leaves (unlocked), and one of
+        # elmo-tf 0.3.0's (`.export`): the next export removes both.
+        stale = base / f"{temporary_prefix(str(int(version) + 1))}x{version}y2.tmp"
+        old = base / f"{temporary_prefix('.export')}x{version}y3.tmp"
+        (old / "variables").mkdir(parents=True)
         (stale / "variables").mkdir(parents=True)
-    assert sorted(os.listdir(base)) == sorted(["1", "2", stale.name])
+    assert sorted(os.listdir(base)) == sorted(["1", "2", stale.name, old.name])
     import tensorflow as tf
 
     served = tf.saved_model.load(str(base / "2")).signatures["default"](

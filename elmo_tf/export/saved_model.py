@@ -8,10 +8,9 @@ import tensorflow as tf
 from elmo_tf.export.cpu_servable import check_cpu_servable, portable_recurrences
 from elmo_tf.files import (
     check_free_space,
-    locked_temporary,
     remove_stale_temporaries,
     variables_bytes,
-    with_umask,
+    write_files_atomically,
 )
 from elmo_tf.keras_compat import saved_as_untrainable, trackable_object
 from elmo_tf.ops.chunking import map_in_chunks
@@ -73,16 +72,16 @@ def export_saved_model(embedding, export_base, version=None):
 
 def save_version(module, signatures, export_base, version, model):
     """`tf.saved_model.save(module, ...)` of `model` (the Keras layer it serves) into a new
-    version directory of `export_base` (the next one by default), atomically: written to a
-    temporary directory beside it (`locked_temporary`; TF Serving skips names that start with a
-    dot), then renamed.
+    version directory of `export_base` (the next one by default), atomically
+    (`write_files_atomically`: written to a temporary directory beside it, `1.elmo-tf-*.tmp`,
+    which TF Serving skips as it is no version number, then renamed).
 
     The functions are traced with portable kernels (`portable_recurrences`) and the graph
     checked (`check_cpu_servable`), so that the version serves on a CPU-only machine wherever
     it was exported. Checks first that the disk has room for `model`'s variables and a few MB
-    of graph; a failed write is an `OSError` naming the SavedModel and leaves nothing behind.
+    of graph; a failed write is an `OSError` naming the SavedModel and leaves nothing behind,
+    and what a killed export left in `export_base` goes before the next one writes.
     Returns the version directory's path."""
-    needed_bytes = variables_bytes(model.weights) + 16 * 2**20
     export_base = os.fspath(export_base)
     os.makedirs(export_base, exist_ok=True)
     if version is None:
@@ -92,17 +91,19 @@ def save_version(module, signatures, export_base, version, model):
     if os.path.exists(target):
         raise ValueError(f"{target} already exists; TF Serving versions are never overwritten. "
                          "Pick another version.")
-    remove_stale_temporaries(export_base, ".export")  # a killed export's
-    check_free_space(export_base, needed_bytes, f"the SavedModel {target}")
-    with locked_temporary(export_base, ".export", is_directory=True) as tmp:
+    remove_stale_temporaries(export_base)  # a killed export's, of whichever version
+    check_free_space(export_base, variables_bytes(model.weights) + 16 * 2**20,
+                     f"the SavedModel {target}")
+
+    def write(staging):
         try:
             with portable_recurrences(model):
-                tf.saved_model.save(module, tmp, signatures=signatures)
+                tf.saved_model.save(module, staging, signatures=signatures)
         except tf.errors.OpError as error:  # a full disk, a quota, a file-size limit, ...
             raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
-        check_cpu_servable(tmp, f"the SavedModel {target}")
-        os.chmod(tmp, with_umask(0o777))  # mkdtemp makes 0700; a server may run as another user
-        os.replace(tmp, target)
+        check_cpu_servable(staging, f"the SavedModel {target}")
+
+    write_files_atomically(target, write)
     return target
 
 
