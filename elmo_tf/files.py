@@ -264,10 +264,10 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     removed before any: a directory whose `last` marks it complete (a KerasHub preset's
     config.json; a task preset's task.json too) is never a mix
     of two writes. Other files in `directory` are kept. A `directory` that does not exist yet
-    is staged beside it instead and renamed into place whole: a process killed at any point
-    leaves nothing there (one that another process makes meanwhile is taken over while it is
-    empty, and kept, named in a FileExistsError, once it holds files). Errors name
-    `directory`, not the temporary. With `needed_bytes`, the disk's room
+    is staged beside it instead and renamed into place whole (`write_new_directory`): a
+    process killed at any point leaves nothing there (one that another process makes meanwhile
+    is taken over while it is empty, and kept, named in a FileExistsError, once it holds
+    files). Errors name `directory`, not the temporary. With `needed_bytes`, the disk's room
     is checked first (`check_free_space`). Called for an enclosing call's staging directory (a
     task preset writes its backbone's files), it writes there directly: the enclosing call
     moves everything in.
@@ -278,33 +278,15 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
     directory = os.fspath(directory)
     lasts = [last] if isinstance(last, str) else list(last or ())
     target = os.path.abspath(directory)  # ("out/" for a file named out: the file)
-    parent, name = os.path.split(target)
-    if is_temporary(name) or (in_a_temporary(target) and not os.path.lexists(target)):
+    if is_temporary(os.path.basename(target)) or (in_a_temporary(target)
+                                                  and not os.path.lexists(target)):
         # Inside an enclosing write's staging (locked by that writer): it moves it all in, or
         # removes it all (what a caught error here leaves stays in that staging).
         os.makedirs(target, exist_ok=True)
         write(directory)
         return
-    if not os.path.lexists(target):  # new: staged beside it, then one rename
-        os.makedirs(parent, exist_ok=True)
-        remove_stale_temporaries(parent, name)
-        if needed_bytes is not None:
-            check_free_space(parent, needed_bytes, f"the files written into {directory}")
-        with locked_temporary(parent, name, is_directory=True) as staging, \
-                _naming(staging, directory):
-            write(staging)
-            # mkdtemp makes 0700: a normal directory's mode (and the set-group-ID bit it
-            # inherited in a shared directory)
-            os.chmod(staging, (os.stat(staging).st_mode & 0o7000) | with_umask(0o777))
-            try:
-                os.replace(staging, target)
-            except OSError as error:
-                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-                    raise
-                raise FileExistsError(
-                    errno.EEXIST, f"{directory} appeared while it was written (another "
-                    "process?): nothing of this write was moved in; write again, or "
-                    "elsewhere") from None
+    if not os.path.lexists(target):
+        write_new_directory(directory, write, needed_bytes)
         return
     os.makedirs(directory, exist_ok=True)
     remove_stale_temporaries(directory, ".staging")
@@ -326,6 +308,41 @@ def write_files_atomically(directory, write, last=None, needed_bytes=None):
         remove_path(staging)
 
 
+def write_new_directory(directory, write, needed_bytes=None):
+    """`write_files_atomically` of a `directory` that must be new: `write(staging)` for a
+    temporary directory beside it, then one rename, so that a process killed at any point
+    leaves nothing there. A `directory` that exists (or that another process makes with files
+    in it meanwhile: kept, nothing of this write moved in) is a FileExistsError naming it.
+
+    Example:
+    >>> write_new_directory("serving/elmo/2", lambda d: tf.saved_model.save(module, d))
+    """
+    directory = os.fspath(directory)
+    target = os.path.abspath(directory)
+    parent, name = os.path.split(target)
+    if os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, f"{directory} exists; write elsewhere")
+    os.makedirs(parent, exist_ok=True)
+    remove_stale_temporaries(parent, name)
+    if needed_bytes is not None:
+        check_free_space(parent, needed_bytes, f"the files written into {directory}")
+    with locked_temporary(parent, name, is_directory=True) as staging, \
+            _naming(staging, directory):
+        write(staging)
+        # mkdtemp makes 0700: a normal directory's mode (and the set-group-ID bit it
+        # inherited in a shared directory)
+        os.chmod(staging, (os.stat(staging).st_mode & 0o7000) | with_umask(0o777))
+        try:
+            os.replace(staging, target)
+        except OSError as error:
+            if error.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                raise
+            raise FileExistsError(
+                errno.EEXIST, f"{directory} appeared while it was written (another "
+                "process?): nothing of this write was moved in; write again, or "
+                "elsewhere") from None
+
+
 @contextlib.contextmanager
 def _naming(staging, directory):
     """An `OSError` raised in the block names `directory` where it named `staging` (a
@@ -338,7 +355,8 @@ def _naming(staging, directory):
             raise  # (not a system call's error: `shutil.Error`, say)
         message = re.sub(r"^\[Errno \d+\] ", "", message).replace(staging,
                                                                   directory.rstrip(os.sep))
-        raise OSError(error.errno, message) from error
+        raise (OSError(message) if error.errno is None else OSError(error.errno, message)) \
+            from error
 
 
 def write_json_atomically(path, value):

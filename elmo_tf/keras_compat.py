@@ -54,13 +54,14 @@ def trace_without_autograph(package="elmo_tf"):
     lambdas) as they are written when `tf.function`, `tf.data` or `tf.map_fn` trace them, as it
     leaves TensorFlow's and Keras's own. elmo-tf's graph code branches and loops on tensors
     with `tf.cond` and `tf.while_loop` only, so converting it changed nothing but cost each
-    process that trains or reads a corpus about 2 s of CPU (14 functions' source parsed and
-    rewritten): a tiny `elmo-tf` command takes 0.83x to 0.97x the CPU without it
-    (`bench/results/revisions-cpu-e035a57-autograph.json`). It also wrote
+    process that trains or reads a corpus 1.8 to 2.3 s of CPU (14 functions' source parsed and
+    rewritten): a tiny `elmo-tf` command takes 0.83x to 0.97x the CPU without it, 1.2 to 1.8 s
+    less (`bench/results/revisions-cpu-e035a57-autograph.json`). It also wrote
     `__autograph_generated_file*.py` temporaries. A user's functions, given to elmo-tf's
-    pipelines or not, are converted as before. Called when elmo_tf is imported. (Every
-    `tf.function` of elmo-tf's says `autograph=False` too: AutoGraph converts the function a
-    `tf.function` is given whatever its module.)
+    pipelines or not, are converted as before (a callable tokenizer: `get_tokenizer`). Called
+    when elmo_tf is imported. (Every `tf.function` of elmo-tf's says whether AutoGraph converts
+    it, `autograph=False` but where it may call a user's code: AutoGraph converts the function
+    a `tf.function` is given whatever its module, and nothing under `autograph=False`.)
 
     Private: `tensorflow.python.autograph.core.config.CONVERSION_RULES`, the rule list that
     exempts `tensorflow` and `keras`; the public `tf.autograph.experimental.do_not_convert`

@@ -19,6 +19,7 @@ from elmo_tf.files import (
     utf8_lines,
     write_atomically,
     write_files_atomically,
+    write_new_directory,
 )
 
 
@@ -120,6 +121,36 @@ def test_a_failed_directory_write_names_the_directory_and_one_made_meanwhile_is_
         write_files_atomically(tmp_path / "taken", another_process_meanwhile)
     assert os.listdir(tmp_path / "taken") == ["theirs.txt"]
     assert sorted(os.listdir(tmp_path)) == ["existing", "taken"]
+
+    def failed_library_call(staging):  # TensorFlow's errors, turned into OSError, have no errno
+        raise OSError(f"writing the SavedModel failed: {staging}/variables: quota exceeded")
+
+    with pytest.raises(OSError) as error:
+        write_files_atomically(tmp_path / "version", failed_library_call)
+    assert str(error.value) == (
+        f"writing the SavedModel failed: {tmp_path / 'version'}/variables: quota exceeded")
+    assert sorted(os.listdir(tmp_path)) == ["existing", "taken"]
+
+
+def test_a_new_directory_is_never_written_into_one_that_exists(tmp_path):
+    """`write_new_directory` (a SavedModel's version): a directory that exists, even empty, is
+    refused by name and left as it was; one that another process filled meanwhile is kept."""
+    (tmp_path / "1").mkdir()
+    with pytest.raises(FileExistsError, match=re.escape(f"{tmp_path / '1'} exists")):
+        write_new_directory(tmp_path / "1", lambda d: (pathlib.Path(d) / "x").write_text("x"))
+    assert os.listdir(tmp_path) == ["1"] and os.listdir(tmp_path / "1") == []
+
+    def another_export_meanwhile(staging):
+        (tmp_path / "2").mkdir()
+        (tmp_path / "2" / "saved_model.pb").write_text("theirs")
+        (pathlib.Path(staging) / "saved_model.pb").write_text("ours")
+
+    with pytest.raises(FileExistsError, match="appeared while it was written"):
+        write_new_directory(tmp_path / "2", another_export_meanwhile)
+    assert (tmp_path / "2" / "saved_model.pb").read_text() == "theirs"
+    assert sorted(os.listdir(tmp_path)) == ["1", "2"]
+    write_new_directory(tmp_path / "3", lambda d: (pathlib.Path(d) / "x").write_text("x"))
+    assert sorted(os.listdir(tmp_path / "3")) == ["x"]
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from elmo_tf.files import (
     check_free_space,
     remove_stale_temporaries,
     variables_bytes,
-    write_files_atomically,
+    write_new_directory,
 )
 from elmo_tf.keras_compat import saved_as_untrainable, trackable_object
 from elmo_tf.ops.chunking import map_in_chunks
@@ -73,8 +73,9 @@ def export_saved_model(embedding, export_base, version=None):
 def save_version(module, signatures, export_base, version, model):
     """`tf.saved_model.save(module, ...)` of `model` (the Keras layer it serves) into a new
     version directory of `export_base` (the next one by default), atomically
-    (`write_files_atomically`: written to a temporary directory beside it, `1.elmo-tf-*.tmp`,
-    which TF Serving skips as it is no version number, then renamed).
+    (`write_new_directory`: written to a temporary directory beside it, `1.elmo-tf-*.tmp`,
+    which TF Serving skips as it is no version number, then renamed; a version another export
+    wrote meanwhile is never written into).
 
     The functions are traced with portable kernels (`portable_recurrences`) and the graph
     checked (`check_cpu_servable`), so that the version serves on a CPU-only machine wherever
@@ -103,7 +104,7 @@ def save_version(module, signatures, export_base, version, model):
             raise OSError(f"writing the SavedModel {target} failed: {error.message}") from None
         check_cpu_servable(staging, f"the SavedModel {target}")
 
-    write_files_atomically(target, write)
+    write_new_directory(target, write)
     return target
 
 

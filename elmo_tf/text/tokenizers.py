@@ -36,8 +36,9 @@ def get_tokenizer(tokenizer):
     >>> get_tokenizer("wordpunct")(tf.constant(["Hi, you."])).to_list()
     [[b'Hi', b',', b'you', b'.']]
     """
-    if callable(tokenizer):
-        return tokenizer
+    if callable(tokenizer):  # AutoGraph's, as tf.data gives a user's function (elmo-tf's own
+        # code is traced as written: `keras_compat.trace_without_autograph`)
+        return tf.function(tokenizer, autograph=True, reduce_retracing=True)
     if tokenizer == "whitespace":
         return lambda lines: tf.strings.split(tf.strings.regex_replace(lines, _WHITESPACE, " "))
     if tokenizer == "wordpunct":

@@ -349,7 +349,9 @@ class DownstreamTask(Task):
         it."""
         specs = [tf.TensorSpec([None], tf.string, name=name) for name in self.input_names]
 
-        @tf.function(input_signature=specs, autograph=False)
+        # With AutoGraph: `serving_outputs` may be a user's task's, converted as a user's
+        # function is (only this small one of elmo-tf's is: `trace_without_autograph`).
+        @tf.function(input_signature=specs, autograph=True)
         def serve(*texts):
             texts = [tf.ensure_shape(t, [None], name=name)
                      for t, name in zip(texts, self.input_names)]
